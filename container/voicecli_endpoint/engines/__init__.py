@@ -1,0 +1,1 @@
+"""Synthesis engines behind one interface: `onnx` (kokoro-onnx, the CPU default) and `torch` (the kokoro package)."""

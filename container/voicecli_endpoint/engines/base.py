@@ -1,0 +1,65 @@
+"""The one interface every Kokoro engine implements.
+
+The server never knows which engine it holds: it hands over misaki phonemes, a voice name and a speed, and gets
+float32 mono samples at 24 kHz back. Text-to-phoneme conversion (misaki G2P) is shared by all engines and lives
+outside them, so both engines see exactly the same phonemes (which is what makes the parity test meaningful).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+SAMPLE_RATE = 24_000
+"""Kokoro-82M's output rate in Hz."""
+
+Audio = npt.NDArray[np.float32]
+
+
+class UnknownVoiceError(ValueError):
+    """Raised for a voice name the engine does not have; the message lists the valid ones."""
+
+    def __init__(self, voice: str, valid: tuple[str, ...]) -> None:
+        super().__init__(f"unknown voice {voice!r}; valid voices: {', '.join(valid)}")
+        self.voice = voice
+        self.valid = valid
+
+
+class Engine(ABC):
+    """A loaded Kokoro model that turns phonemes into audio. Not thread-safe: one inference at a time."""
+
+    name: ClassVar[str]
+    sample_rate: ClassVar[int] = SAMPLE_RATE
+
+    @property
+    @abstractmethod
+    def voices(self) -> tuple[str, ...]:
+        """The voice names this engine can speak with, sorted."""
+
+    @property
+    @abstractmethod
+    def device(self) -> str:
+        """Where inference runs, e.g. "cpu" or "cuda:0"."""
+
+    @abstractmethod
+    def synthesize_phonemes(self, phonemes: str, voice: str, speed: float) -> Audio:
+        """Synthesize one chunk of misaki phonemes (at most ~510 symbols) into float32 mono samples."""
+
+    def check_voice(self, voice: str) -> None:
+        """Raise UnknownVoiceError unless `voice` exists."""
+        if voice not in self.voices:
+            raise UnknownVoiceError(voice, self.voices)
+
+
+def kokoro_dir(models_dir: Path) -> Path:
+    """Directory of the int8 ONNX model and the voices npz (`voicecli models install --only kokoro`)."""
+    return models_dir / "kokoro"
+
+
+def kokoro_torch_dir(models_dir: Path) -> Path:
+    """Directory of the torch engine's weights, config.json and voices/*.pt (`--only kokoro-torch`)."""
+    return models_dir / "kokoro-torch"
