@@ -1,0 +1,358 @@
+r"""The conversation pipeline: a user turn in, a spoken answer out, sentence by sentence.
+
+    user text -> LLM stream -> sentence segmentation -> TTS transport -> MP3 decode -> speaker
+                 \______________ one TurnTimeline of latency marks alongside ______________/
+
+In bidi mode every sentence goes to TTS the moment the segmenter completes it, over the session's persistent
+transport, while the LLM keeps generating: speech starts after the first sentence, not after the whole answer.
+In batch mode the whole answer is collected first and sent as one request: the slow baseline, kept so the
+difference can be felt and measured. Interruptions (barge-in) overtake everything: they stop playback at once,
+cancel the LLM stream and every pending synthesis on the same connection, and keep in history only what was spoken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from voicecli.llm.base import LLM, LLMError, StreamEnd, TextDelta
+from voicecli.llm.history import Conversation
+from voicecli.mp3_decode import Mp3DecodeError, Mp3StreamDecoder
+from voicecli.protocol import SAMPLE_RATE
+from voicecli.segmentation import Segmenter, speakable_text
+from voicecli.timeline import Mark, SentenceMarks, TurnTimeline
+from voicecli.tts.base import (
+    AudioChunk,
+    AudioDone,
+    AudioEvent,
+    AudioFailed,
+    AudioStart,
+    SpeechRequest,
+    TransportError,
+    TTSTransport,
+)
+
+Samples = npt.NDArray[np.float32]
+
+
+class AudioSink(Protocol):
+    """Where decoded answer audio goes: the speaker (playback.Player), a file, or nowhere (--mute)."""
+
+    def write(self, samples: Samples, answer_id: str) -> None: ...
+
+    def first_played(self, answer_id: str) -> float | None:
+        """Monotonic time the first audible sample of this answer reached the device, if it has."""
+        ...
+
+    def stop(self) -> None:
+        """Silence at once and drop what is buffered (barge-in)."""
+        ...
+
+    def drained(self) -> bool:
+        """True when everything written has been played."""
+        ...
+
+
+class CollectingSink:
+    """Keeps the audio instead of playing it (for --out and --mute): first_played is when it was first written."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Samples] = []
+        self._first: dict[str, float] = {}
+
+    def write(self, samples: Samples, answer_id: str) -> None:
+        self._first.setdefault(answer_id, time.monotonic())
+        self.chunks.append(samples)
+
+    def first_played(self, answer_id: str) -> float | None:
+        return self._first.get(answer_id)
+
+    def stop(self) -> None:
+        pass
+
+    def drained(self) -> bool:
+        return True
+
+    def audio(self) -> Samples:
+        return np.concatenate(self.chunks) if self.chunks else np.zeros(0, np.float32)
+
+
+# --- typed events for the UI (like Pipecat frames: data flows one way, interruptions overtake it) --------------
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    turn_id: int
+    user_text: str
+    origin: str
+    mode: str
+
+
+@dataclass(frozen=True)
+class AssistantDelta:
+    turn_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class SentenceQueued:
+    turn_id: int
+    index: int
+    text: str
+
+
+@dataclass(frozen=True)
+class SentenceAudio:
+    """The first audio of a sentence arrived: the UI highlights it as the one being spoken."""
+
+    turn_id: int
+    index: int
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    turn_id: int
+    timeline: TurnTimeline
+    answer: str
+    spoken: str
+    interrupted: bool
+
+
+@dataclass(frozen=True)
+class TurnFailed:
+    turn_id: int
+    message: str
+
+
+PipelineEvent = TurnStarted | AssistantDelta | SentenceQueued | SentenceAudio | TurnFinished | TurnFailed | Mark
+
+
+@dataclass
+class PipelineSettings:
+    mode: str = "bidi"
+    voice: str = "af_heart"
+    speed: float = 1.0
+    audio_format: str = "mp3"
+    system_prompt: str = "You are a helpful voice assistant. Answer in a few short spoken sentences."
+    max_tokens: int = 256
+    temperature: float = 0.7
+    first_fragment_words: int = 6
+    min_sentence_chars: int = 12
+    stall_timeout_s: float = 30.0
+    """A TTS request with no event for this long fails the turn with advice instead of hanging it."""
+
+
+@dataclass
+class _Turn:
+    timeline: TurnTimeline
+    answer_id: str
+    sentences: list[SentenceMarks] = field(default_factory=list)
+    request_index: dict[str, int] = field(default_factory=dict)
+    pending: set[str] = field(default_factory=set)
+    text: list[str] = field(default_factory=list)
+    heard: set[int] = field(default_factory=set)
+    llm_finished: asyncio.Event = field(default_factory=asyncio.Event)
+    failure: str | None = None
+
+
+class VoicePipeline:
+    """Runs turns one at a time. `transports` maps a mode ("bidi", "batch") to the transport that serves it."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        transports: dict[str, TTSTransport],
+        sink: AudioSink,
+        settings: PipelineSettings,
+        history: Conversation | None = None,
+        on_event: Callable[[PipelineEvent], None] = lambda event: None,
+    ) -> None:
+        self.llm = llm
+        self.transports = transports
+        self.sink = sink
+        self.settings = settings
+        self.history = history or Conversation()
+        self._on_event = on_event
+        self._ids = itertools.count(1)
+        self._current: _Turn | None = None
+        self._llm_task: asyncio.Task[None] | None = None
+
+    @property
+    def speaking(self) -> bool:
+        """True while a turn is in progress (generating or playing): new input then means barge-in."""
+        return self._current is not None
+
+    @property
+    def current_timeline(self) -> TurnTimeline | None:
+        return None if self._current is None else self._current.timeline
+
+    async def turn(self, user_text: str, origin: str = "typed", marks: dict[str, float] | None = None) -> TurnTimeline:
+        """Answer one user turn, speaking as it goes. Returns the turn's timeline (also sent as TurnFinished)."""
+        turn_id = next(self._ids)
+        mode = self.settings.mode
+        timeline = TurnTimeline(turn_id, mode, origin, listener=self._on_event)
+        for name, at in (marks or {}).items():
+            timeline.mark(name, at)
+        turn = _Turn(timeline, answer_id=f"turn-{turn_id}")
+        self._current = turn
+        self._on_event(TurnStarted(turn_id, user_text, origin, mode))
+        self.history.add_user(user_text)
+        transport = self.transports[mode]
+        self._llm_task = asyncio.create_task(self._generate(turn, transport, batch=mode == "batch"))
+        try:
+            await self._receive(turn, transport)
+            await self._llm_task
+        except asyncio.CancelledError:
+            turn.timeline.interrupted = True
+        finally:
+            self._current = None
+        spoken = " ".join(s.text for s in turn.sentences if s.index in turn.heard)
+        answer = "".join(turn.text)
+        if turn.timeline.interrupted:
+            self.history.add_interrupted(spoken)
+        elif turn.failure is None:
+            self.history.add_assistant(answer)
+        timeline.mark("turn_done")
+        if turn.failure is not None:
+            self._on_event(TurnFailed(turn_id, turn.failure))
+        self._on_event(TurnFinished(turn_id, timeline, answer, spoken, timeline.interrupted))
+        return timeline
+
+    async def interrupt(self) -> None:
+        """Barge-in: silence now, then cancel generation and every pending synthesis (connection stays open)."""
+        turn = self._current
+        self.sink.stop()
+        if turn is None:
+            return
+        turn.timeline.interrupted = True
+        if self._llm_task is not None:
+            self._llm_task.cancel()
+        await self.transports[turn.timeline.mode].cancel(None)
+        turn.pending.clear()
+        turn.llm_finished.set()
+
+    async def _generate(self, turn: _Turn, transport: TTSTransport, batch: bool) -> None:
+        """LLM deltas -> segmenter -> TTS requests (each sentence at once in bidi; everything at the end in batch)."""
+        settings = self.settings
+        timeline = turn.timeline
+        segmenter = Segmenter(settings.first_fragment_words if not batch else 0, settings.min_sentence_chars)
+        timeline.mark("llm_request")
+        try:
+            stream = self.llm.stream(self.history.messages(), system=settings.system_prompt,
+                                     max_tokens=settings.max_tokens, temperature=settings.temperature)
+            async with contextlib.aclosing(stream) as events:  # type: ignore[type-var]
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        timeline.mark("llm_first_token")
+                        turn.text.append(event.text)
+                        self._on_event(AssistantDelta(timeline.turn_id, event.text))
+                        if not batch:
+                            for sentence in segmenter.feed(event.text):
+                                await self._speak(turn, transport, sentence)
+                    elif isinstance(event, StreamEnd):
+                        break
+            timeline.mark("llm_done")
+            if batch:
+                whole = speakable_text("".join(turn.text))
+                if whole:
+                    await self._speak(turn, transport, whole)
+            else:
+                for sentence in segmenter.flush():
+                    await self._speak(turn, transport, sentence)
+        except LLMError as exc:
+            turn.failure = str(exc)
+        except TransportError as exc:
+            turn.failure = str(exc)
+        finally:
+            turn.llm_finished.set()
+
+    async def _speak(self, turn: _Turn, transport: TTSTransport, text: str) -> None:
+        timeline = turn.timeline
+        index = len(turn.sentences)
+        marks = SentenceMarks(index, text)
+        turn.sentences.append(marks)
+        timeline.mark("first_sentence_ready")
+        request_id = f"{turn.answer_id}-{index}"
+        turn.request_index[request_id] = index
+        turn.pending.add(request_id)
+        self._on_event(SentenceQueued(timeline.turn_id, index, text))
+        await transport.send(SpeechRequest(request_id, text, self.settings.voice, self.settings.speed,
+                                           "pcm16" if self.settings.audio_format == "pcm16" else "mp3"))
+        marks.sent = time.monotonic()
+        timeline.mark("tts_first_request_sent", marks.sent)
+
+    async def _receive(self, turn: _Turn, transport: TTSTransport) -> None:
+        """Audio events -> decoder -> sink, until the LLM is done and every sentence's audio has arrived."""
+        timeline = turn.timeline
+        decoders: dict[str, Mp3StreamDecoder] = {}
+        last_event = time.monotonic()
+        while not (turn.llm_finished.is_set() and not turn.pending):
+            self._check_played(turn)
+            try:
+                event: AudioEvent = await transport.next_event(timeout=0.02)
+            except TimeoutError:
+                if turn.pending and time.monotonic() - last_event > self.settings.stall_timeout_s:
+                    turn.failure = (f"the TTS endpoint sent nothing for {self.settings.stall_timeout_s:.0f} s; "
+                                    "it may be overloaded or stuck: check `voicecli doctor`, or restart it")
+                    await transport.cancel(None)
+                    turn.pending.clear()
+                    if self._llm_task is not None:
+                        self._llm_task.cancel()
+                    break
+                continue
+            last_event = time.monotonic()
+            rid = event.request_id
+            if rid is None or rid not in turn.pending:
+                if isinstance(event, AudioFailed) and rid is None:
+                    turn.failure = f"the TTS endpoint reported: {event.message}"
+                continue  # an event of a cancelled or earlier turn
+            index = turn.request_index[rid]
+            marks = turn.sentences[index]
+            if isinstance(event, AudioStart):
+                decoders[rid] = Mp3StreamDecoder()
+            elif isinstance(event, AudioChunk):
+                if marks.first_byte is None:
+                    marks.first_byte = event.at
+                    timeline.mark("first_audio_byte", event.at)
+                    self._on_event(SentenceAudio(timeline.turn_id, index))
+                samples = self._decode(decoders, rid, event.data)
+                if samples.size:
+                    marks.audio_s += samples.size / SAMPLE_RATE
+                    turn.heard.add(index)
+                    self.sink.write(samples, turn.answer_id)
+            elif isinstance(event, AudioDone):
+                tail = decoders.pop(rid).flush() if rid in decoders else np.zeros(0, np.float32)
+                if tail.size:
+                    self.sink.write(tail, turn.answer_id)
+                marks.done = event.at
+                turn.pending.discard(rid)
+            elif isinstance(event, AudioFailed):
+                turn.pending.discard(rid)
+                turn.failure = f"sentence {index + 1} could not be spoken: {event.message} ({event.code})"
+        while not self.sink.drained() and not timeline.interrupted:
+            self._check_played(turn)
+            await asyncio.sleep(0.02)
+        self._check_played(turn)
+
+    def _decode(self, decoders: dict[str, Mp3StreamDecoder], rid: str, data: bytes) -> Samples:
+        if self.settings.audio_format == "pcm16":
+            return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+        decoder = decoders.setdefault(rid, Mp3StreamDecoder())
+        try:
+            return decoder.feed(data)
+        except Mp3DecodeError:
+            return np.zeros(0, np.float32)
+
+    def _check_played(self, turn: _Turn) -> None:
+        if "first_audio_played" not in turn.timeline.marks:
+            played = self.sink.first_played(turn.answer_id)
+            if played is not None:
+                turn.timeline.mark("first_audio_played", played)

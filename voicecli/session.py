@@ -1,0 +1,144 @@
+"""Assembling a chat session from configuration: the LLM, the TTS transports, and the pipeline between them.
+
+Kept apart from the UIs (TUI, line mode, one-shot) so they all start, warm up and shut down the same way, and so a
+failure at start-up (endpoint down, model missing, credentials absent) is reported identically everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from voicecli.config import Config
+from voicecli.llm import LLM, create_llm
+from voicecli.llm.history import Conversation
+from voicecli.local_endpoint import LocalEndpoint, ensure_local_endpoint
+from voicecli.pipeline import AudioSink, PipelineEvent, PipelineSettings, VoicePipeline
+from voicecli.tts.base import TTSTransport
+from voicecli.tts.http_batch import BatchHttpTransport
+from voicecli.tts.websocket import WebSocketTransport
+
+Progress = Callable[[str], None]
+
+
+def llm_from_config(config: Config) -> LLM:
+    backend = config.get_str("llm.backend")
+    settings: dict[str, Any]
+    if backend == "local":
+        settings = {"models_dir": config.models_dir, "model_file": config.get_str("llm.local.model_file"),
+                    "threads": config.get_int("llm.local.threads"),
+                    "context_tokens": config.get_int("llm.local.context_tokens")}
+    elif backend == "bedrock":
+        settings = {"model_id": config.get_str("llm.bedrock.model_id"), "region": config.get_str("llm.bedrock.region"),
+                    "profile": config.get_str("llm.bedrock.profile")}
+    else:
+        settings = {"base_url": config.get_str("llm.openai.base_url"), "model": config.get_str("llm.openai.model"),
+                    "api_key_env": config.get_str("llm.openai.api_key_env")}
+    return create_llm(backend, **settings)
+
+
+def llm_label(config: Config) -> str:
+    backend = config.get_str("llm.backend")
+    if backend == "local":
+        return "local SmolLM2-135M"
+    if backend == "bedrock":
+        return f"bedrock {config.get_str('llm.bedrock.model_id')}"
+    return f"openai {config.get_str('llm.openai.model')}"
+
+
+def pipeline_settings(config: Config) -> PipelineSettings:
+    return PipelineSettings(
+        mode=config.get_str("tts.mode"),
+        voice=config.get_str("tts.voice"),
+        speed=config.get_float("tts.speed"),
+        audio_format=config.get_str("tts.format"),
+        system_prompt=config.get_str("llm.system_prompt"),
+        max_tokens=config.get_int("llm.max_tokens"),
+        temperature=config.get_float("llm.temperature"),
+        first_fragment_words=config.get_int("segmentation.first_fragment_words"),
+        min_sentence_chars=config.get_int("segmentation.min_sentence_chars"),
+    )
+
+
+@dataclass
+class Session:
+    """Everything a chat holds open; `aclose` releases it in reverse order of opening."""
+
+    config: Config
+    pipeline: VoicePipeline
+    endpoint_label: str
+    local: LocalEndpoint | None = None
+    transports: dict[str, TTSTransport] = field(default_factory=dict)
+
+    async def aclose(self) -> None:
+        for transport in self.transports.values():
+            with contextlib.suppress(Exception):
+                await transport.aclose()
+        with contextlib.suppress(Exception):
+            await self.pipeline.llm.aclose()
+        if self.local is not None:
+            self.local.stop()
+
+
+async def open_transports(config: Config, progress: Progress) -> tuple[dict[str, TTSTransport], str,
+                                                                         LocalEndpoint | None]:
+    """Connect and warm the transports for both modes; bidi's connection then serves the whole session."""
+    target = config.get_str("endpoint.target")
+    token = config.get_str("endpoint.token")
+    timeout = config.get_float("endpoint.connect_timeout_s")
+    local: LocalEndpoint | None = None
+    if target == "sagemaker":
+        from voicecli.tts.sagemaker_factory import sagemaker_transports
+
+        transports, label = sagemaker_transports(config)
+    else:
+        if target == "local":
+            local = await ensure_local_endpoint(
+                config.get_str("endpoint.local.host"), config.get_int("endpoint.local.port"),
+                config.get_str("endpoint.local.engine"), config.get_int("endpoint.local.threads"),
+                config.models_dir, timeout, config.get_bool("endpoint.local.autostart"), progress)
+            url = local.url
+        else:
+            url = target
+        transports = {"bidi": WebSocketTransport(url, token, connect_timeout_s=timeout),
+                      "batch": BatchHttpTransport(url, token, timeout_s=max(timeout, 60.0))}
+        label = f"{'local ' if local else ''}{url}"
+    try:
+        for transport in transports.values():
+            progress(f"connecting the {transport.name} transport")
+            await transport.connect()
+    except BaseException:
+        for transport in transports.values():
+            with contextlib.suppress(Exception):
+                await transport.aclose()
+        if local is not None:
+            local.stop()
+        raise
+    return transports, label, local
+
+
+async def open_session(
+    config: Config,
+    sink: AudioSink,
+    progress: Progress = lambda message: None,
+    on_event: Callable[[PipelineEvent], None] = lambda event: None,
+) -> Session:
+    transports, label, local = await open_transports(config, progress)
+    try:
+        progress(f"loading the LLM ({llm_label(config)})")
+        llm = llm_from_config(config)
+        load = getattr(llm, "load", None)  # embedded models load up front so the first answer does not wait
+        if load is not None:
+            await load()
+    except BaseException:
+        for transport in transports.values():
+            with contextlib.suppress(Exception):
+                await transport.aclose()
+        if local is not None:
+            local.stop()
+        raise
+    history = Conversation(max_turns=config.get_int("llm.history_turns"))
+    pipeline = VoicePipeline(llm, transports, sink, pipeline_settings(config), history, on_event)
+    return Session(config, pipeline, label, local, transports)

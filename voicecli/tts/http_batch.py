@@ -1,0 +1,146 @@
+"""The batch transport: one POST /invocations per request, the whole audio in the response.
+
+This is the baseline the bidirectional design is measured against (the AWS post's "batch"): nothing is heard until
+the endpoint has synthesized the entire text. Requests are served one at a time in order, like the WebSocket, so
+the pipeline can use either without knowing which.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import ClassVar
+
+import httpx
+
+from voicecli.protocol import Timings, mp3_frame_length
+from voicecli.tts.base import (
+    AudioChunk,
+    AudioDone,
+    AudioFailed,
+    AudioStart,
+    SpeechRequest,
+    TransportError,
+    TTSTransport,
+)
+
+CHUNK_BYTES = 8192
+"""Audio is handed on in slices this size (whole MP3 frames), like a stream, so playback code is shared."""
+
+
+def http_base(target: str) -> str:
+    url = target.rstrip("/")
+    for plain, secure in (("ws://", "http://"), ("wss://", "https://")):
+        if url.startswith(plain):
+            url = secure + url[len(plain) :]
+    return url.split("/invocations")[0]
+
+
+def mp3_slices(data: bytes, size: int = CHUNK_BYTES) -> list[bytes]:
+    """Cut a whole MP3 into slices of whole frames (so each slice decodes as the WebSocket's frames do)."""
+    slices: list[bytes] = []
+    start = position = 0
+    while position + 4 <= len(data):
+        try:
+            position += mp3_frame_length(data[position : position + 4])
+        except ValueError:
+            break
+        if position - start >= size:
+            slices.append(data[start:position])
+            start = position
+    if start < len(data):
+        slices.append(data[start:])
+    return slices
+
+
+class BatchHttpTransport(TTSTransport):
+    name: ClassVar[str] = "batch"
+    persistent: ClassVar[bool] = False
+
+    def __init__(self, url: str, token: str = "", timeout_s: float = 60.0) -> None:
+        super().__init__()
+        self.base = http_base(url)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.AsyncClient(base_url=self.base, headers=headers, timeout=timeout_s)
+        self._queue: asyncio.Queue[SpeechRequest] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+        self._current: str | None = None
+        self._cancelled: set[str] = set()
+
+    async def connect(self) -> None:
+        try:
+            response = await self._client.get("/ping")
+        except httpx.HTTPError as exc:
+            raise TransportError(
+                f"cannot reach the TTS endpoint {self.base} ({exc}); start it with `voicecli serve`"
+            ) from exc
+        if response.status_code != 200:
+            raise TransportError(f"the TTS endpoint {self.base} is not ready (/ping answered {response.status_code})")
+        self._worker = asyncio.create_task(self._work(), name="tts-batch-worker")
+
+    async def send(self, request: SpeechRequest) -> None:
+        if self._worker is None:
+            raise TransportError("the TTS transport is not connected: call connect() first")
+        self._queue.put_nowait(request)
+
+    async def cancel(self, request_id: str | None = None) -> None:
+        pending: list[SpeechRequest] = []
+        while not self._queue.empty():
+            pending.append(self._queue.get_nowait())
+        for request in pending:
+            if request_id is not None and request.request_id != request_id:
+                self._queue.put_nowait(request)
+        if self._current is not None and request_id in (None, self._current):
+            self._cancelled.add(self._current)
+
+    async def aclose(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+        await self._client.aclose()
+
+    async def _work(self) -> None:
+        while True:
+            request = await self._queue.get()
+            self._current = request.request_id
+            try:
+                await self._one(request)
+            finally:
+                self._current = None
+                self._cancelled.discard(request.request_id)
+
+    async def _one(self, request: SpeechRequest) -> None:
+        body = {"text": request.text, "voice": request.voice, "speed": request.speed, "format": request.format}
+        sent = time.monotonic()
+        try:
+            response = await self._client.post("/invocations", json=body)
+        except httpx.HTTPError as exc:
+            self._emit(AudioFailed(request.request_id, "connection_lost",
+                                   f"POST {self.base}/invocations failed ({exc}); is the endpoint running?"))
+            return
+        if request.request_id in self._cancelled:
+            return
+        if response.status_code != 200:
+            try:
+                detail = response.json()
+                code, message = str(detail.get("code", response.status_code)), str(detail.get("message", ""))
+            except ValueError:
+                code, message = str(response.status_code), response.text[:200]
+            self._emit(AudioFailed(request.request_id, code, message))
+            return
+        self._emit(AudioStart(request.request_id, request.format, 24_000))
+        audio = response.content
+        pieces = mp3_slices(audio) if request.format == "mp3" else [
+            audio[i : i + CHUNK_BYTES] for i in range(0, len(audio), CHUNK_BYTES)]
+        for piece in pieces:
+            self._emit(AudioChunk(request.request_id, piece))
+        headers = response.headers
+        timings = Timings(
+            queue_wait_ms=float(headers.get("X-Queue-Wait-Ms", 0)),
+            synthesis_ms=float(headers.get("X-Inference-Time-Ms", (time.monotonic() - sent) * 1000)),
+            encoding_ms=0.0,
+            audio_s=float(headers.get("X-Audio-Seconds", 0)),
+        )
+        self._emit(AudioDone(request.request_id, timings))

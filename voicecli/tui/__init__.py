@@ -1,0 +1,1 @@
+"""The Textual app: conversation, live latency waterfall, status bar, typed input."""

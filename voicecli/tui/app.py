@@ -1,0 +1,248 @@
+"""`voicecli chat`: the terminal app.
+
+The app owns no pipeline logic: it opens a session (voicecli.session), turns typed lines (and, with a microphone,
+spoken turns) into pipeline turns, and renders the pipeline's typed events: tokens streaming in, the sentence being
+spoken, every latency mark as it happens. Trouble at start-up or mid-turn becomes a message in the conversation that
+says what to do, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Container
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Input, Static
+
+from voicecli.config import Config
+from voicecli.pipeline import (
+    AssistantDelta,
+    PipelineEvent,
+    SentenceAudio,
+    SentenceQueued,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+)
+from voicecli.session import Session, llm_label, open_session
+from voicecli.timeline import LatencyLog, Mark, SessionStats
+from voicecli.tui.widgets import ConversationView, LatencyPanel, StatusBar
+from voicecli.voices import cycle
+
+HELP = """\
+[b]voicecli[/b]: type (or speak) and hear the answer start after its first sentence.
+
+[b]Enter[/b]     send the typed message (interrupts an answer in progress)
+[b]F6[/b]        push-to-talk: start / stop recording (push-to-talk mode)
+[b]F2[/b]        switch turn taking: voice activity detection / push-to-talk
+[b]F3[/b]        switch bidi (sentence by sentence) / batch (whole answer)
+[b]F4 / F5[/b]   previous / next voice
+[b]Esc[/b]       interrupt the answer (stops audio, cancels generation)
+[b]Ctrl+L[/b]    clear the conversation and its history
+[b]F1[/b]        this help          [b]Ctrl+Q[/b]  quit
+
+The latency panel shows the current turn as a waterfall (ms from the end of your input) and the session's
+p50 / p95 per mode: switch modes with F3 to compare bidi with batch.
+
+Press Esc or F1 to close."""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Key bindings, one screen."""
+
+    BINDINGS = [Binding("escape,f1,q", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        yield Static(HELP, id="help")
+
+    async def action_dismiss(self, result: None = None) -> None:
+        self.dismiss(result)
+
+
+class VoiceChatApp(App[int]):
+    """The chat screen: status bar, conversation, latency panel, input line, footer."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "voicecli"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
+    BINDINGS = [
+        Binding("f1", "help", "Help"),
+        Binding("f6", "push_to_talk", "Talk"),
+        Binding("f2", "toggle_input_mode", "VAD/PTT"),
+        Binding("f3", "toggle_mode", "Bidi/Batch"),
+        Binding("f4", "voice(-1)", "Voice-"),
+        Binding("f5", "voice(1)", "Voice+"),
+        Binding("escape", "interrupt", "Interrupt"),
+        Binding("ctrl+l", "clear", "Clear"),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(self, config: Config, mute: bool = False) -> None:
+        super().__init__()
+        self.config = config
+        self.mute = mute
+        self.session: Session | None = None
+        self.stats = SessionStats(config.get_int("latency.window_turns"))
+        self.log_file = LatencyLog(config.latency_log_path)
+
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        with Container(id="body"):
+            yield ConversationView(id="conversation")
+            yield LatencyPanel(self.stats, id="latency")
+        yield Input(placeholder="Type a message and press Enter (F1: help)", id="prompt")
+        yield Footer()
+
+    @property
+    def status(self) -> StatusBar:
+        return self.query_one(StatusBar)
+
+    @property
+    def conversation(self) -> ConversationView:
+        return self.query_one(ConversationView)
+
+    @property
+    def latency(self) -> LatencyPanel:
+        return self.query_one(LatencyPanel)
+
+    def on_mount(self) -> None:
+        status = self.status
+        status.mode = self.config.get_str("tts.mode")
+        status.voice = self.config.get_str("tts.voice")
+        status.speed = self.config.get_float("tts.speed")
+        status.llm = llm_label(self.config)
+        status.input_mode = self.config.get_str("audio.input_mode")
+        status.endpoint = self.config.get_str("endpoint.target")
+        self.conversation.border_title = "conversation"
+        self.query_one(Input).focus()
+        self.start_session()
+
+    # --- start-up -------------------------------------------------------------------------------------------
+
+    @work(exclusive=True, group="startup")
+    async def start_session(self) -> None:
+        from voicecli.chat import STARTUP_ERRORS, make_sink
+
+        sink, audio_note = make_sink(self.config, self.mute, None)
+        self.conversation.notice(f"starting: {audio_note}")
+        try:
+            self.session = await open_session(self.config, sink, self.progress, self.on_pipeline_event)
+        except STARTUP_ERRORS as exc:
+            self.status.state = "error"
+            self.status.connection = "unreachable"
+            advice = ""
+            if self.config.get_str("endpoint.target") != "local":
+                advice = " To run the endpoint on this machine instead, start with --endpoint local."
+            self.conversation.notice(f"could not start: {exc}.{advice}", error=True)
+            return
+        self.status.endpoint = self.session.endpoint_label
+        self.status.connection = "warm"
+        self.status.state = "idle"
+        self.conversation.notice("ready: type a message and press Enter")
+        self.notify("ready", timeout=2)
+
+    def progress(self, message: str) -> None:
+        self.status.connection = message[:40]
+        self.conversation.notice(message)
+
+    # --- turns ----------------------------------------------------------------------------------------------
+
+    async def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        event.input.value = ""
+        if not text:
+            return
+        if self.session is None:
+            self.notify("still starting up: wait for 'ready'", severity="warning")
+            return
+        if self.session.pipeline.speaking:
+            await self.session.pipeline.interrupt()
+        self.run_turn(text)
+
+    @work(exclusive=True, group="turn")
+    async def run_turn(self, text: str) -> None:
+        assert self.session is not None
+        await self.session.pipeline.turn(text, origin="typed")
+
+    def on_pipeline_event(self, event: PipelineEvent) -> None:
+        conversation = self.conversation
+        if isinstance(event, TurnStarted):
+            conversation.add_user(event.user_text, event.origin)
+            conversation.start_answer(event.turn_id)
+            self.status.state = "thinking"
+        elif isinstance(event, AssistantDelta):
+            answer = conversation.answer(event.turn_id)
+            if answer is not None:
+                answer.add_tokens(event.text)
+                conversation.scroll_end(animate=False)
+        elif isinstance(event, SentenceQueued):
+            answer = conversation.answer(event.turn_id)
+            if answer is not None:
+                answer.add_sentence(event.index, event.text)
+        elif isinstance(event, SentenceAudio):
+            answer = conversation.answer(event.turn_id)
+            if answer is not None:
+                answer.speak(event.index)
+            self.status.state = "speaking"
+        elif isinstance(event, Mark):
+            if self.session is not None and self.session.pipeline.current_timeline is not None:
+                self.latency.show_turn(self.session.pipeline.current_timeline)
+        elif isinstance(event, TurnFailed):
+            conversation.notice(event.message, error=True)
+        elif isinstance(event, TurnFinished):
+            answer = conversation.answer(event.turn_id)
+            if answer is not None:
+                answer.finish(event.interrupted)
+            self.stats.add(event.timeline)
+            with contextlib.suppress(OSError):
+                self.log_file.append(event.timeline)
+            self.latency.show_turn(event.timeline)
+            self.status.state = "idle"
+
+    # --- actions --------------------------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    async def action_interrupt(self) -> None:
+        if self.session is not None and self.session.pipeline.speaking:
+            await self.session.pipeline.interrupt()
+            self.notify("interrupted")
+
+    def action_toggle_mode(self) -> None:
+        mode = "batch" if self.status.mode == "bidi" else "bidi"
+        self.status.mode = mode
+        if self.session is not None:
+            self.session.pipeline.settings.mode = mode
+        self.notify(f"{mode}: " + ("each sentence is spoken as soon as it is written" if mode == "bidi"
+                                   else "the whole answer is synthesized, then spoken"))
+
+    def action_voice(self, step: int) -> None:
+        voice = cycle(self.status.voice, step)
+        self.status.voice = voice
+        if self.session is not None:
+            self.session.pipeline.settings.voice = voice
+        self.notify(f"voice: {voice}", timeout=2)
+
+    def action_toggle_input_mode(self) -> None:
+        self.status.input_mode = "push_to_talk" if self.status.input_mode == "vad" else "vad"
+        self.notify(f"turn taking: {self.status.input_mode.replace('_', '-')}")
+
+    def action_push_to_talk(self) -> None:
+        self.notify("no microphone: voice input is off, typing still works", severity="warning")
+
+    def action_clear(self) -> None:
+        self.conversation.remove_children()
+        if self.session is not None:
+            self.session.pipeline.history.clear()
+
+    async def action_quit(self) -> None:
+        if self.session is not None:
+            if self.session.pipeline.speaking:
+                await self.session.pipeline.interrupt()
+            await self.session.aclose()
+            self.session = None
+        self.exit(0)

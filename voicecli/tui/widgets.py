@@ -1,0 +1,176 @@
+"""Small widgets, each named for what it shows."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from voicecli.timeline import SessionStats, TurnTimeline
+
+WATERFALL: tuple[tuple[str, str], ...] = (
+    ("speech_end", "speech end"),
+    ("transcript_ready", "transcript"),
+    ("llm_first_token", "first token"),
+    ("first_sentence_ready", "first sentence"),
+    ("first_audio_byte", "first audio byte"),
+    ("first_audio_played", "first audio played"),
+    ("llm_done", "LLM done"),
+    ("turn_done", "done"),
+)
+"""The stages of the live waterfall, in the order a bidi turn passes them."""
+
+STATE_ICONS = {"starting": "…", "listening": "●", "thinking": "◐", "speaking": "♪", "idle": "○", "error": "✗"}
+
+
+class StatusBar(Static):
+    """Endpoint and connection, mode, voice, LLM, microphone level, and what the assistant is doing."""
+
+    endpoint: reactive[str] = reactive("")
+    connection: reactive[str] = reactive("connecting")
+    mode: reactive[str] = reactive("bidi")
+    voice: reactive[str] = reactive("af_heart")
+    speed: reactive[float] = reactive(1.0)
+    llm: reactive[str] = reactive("")
+    input_mode: reactive[str] = reactive("vad")
+    mic_level_db: reactive[float | None] = reactive(None)
+    state: reactive[str] = reactive("starting")
+
+    def render(self) -> Text:
+        meter = "mic off" if self.mic_level_db is None else "mic " + _meter(self.mic_level_db)
+        text = Text()
+        text.append(f"{STATE_ICONS.get(self.state, '?')} {self.state:9}", style="bold")
+        text.append(f" │ {self.mode.upper()} │ {self.voice} ×{self.speed:g} │ {self.llm} │ {self.input_mode} {meter}")
+        text.append(f" │ TTS {self.endpoint} [{self.connection}]")
+        return text
+
+
+def _meter(db: float, width: int = 8) -> str:
+    filled = max(0, min(width, round((db + 60) / 60 * width)))
+    return "▮" * filled + "▯" * (width - filled)
+
+
+class ConversationView(VerticalScroll):
+    """User and assistant turns; the assistant's text streams in, the sentence being spoken is highlighted."""
+
+    def add_user(self, text: str, origin: str) -> None:
+        prefix = "🎤 " if origin == "spoken" else ""
+        self._add(Static(f"[b]you[/b] {prefix}{_escape(text)}", classes="user"))
+
+    def start_answer(self, turn_id: int) -> None:
+        self._add(AnswerText(turn_id, id=f"answer-{turn_id}", classes="assistant"))
+
+    def answer(self, turn_id: int) -> AnswerText | None:
+        found = self.query(f"#answer-{turn_id}")
+        return found.first(AnswerText) if found else None
+
+    def notice(self, text: str, error: bool = False) -> None:
+        self._add(Static(_escape(text), classes="error" if error else "notice"))
+
+    def _add(self, widget: Static) -> None:
+        self.mount(widget)
+        self.scroll_end(animate=False)
+
+
+class AnswerText(Static):
+    """An assistant answer: raw tokens as they stream, sentences as they are spoken (the current one highlighted)."""
+
+    def __init__(self, turn_id: int, **kwargs: object) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self.turn_id = turn_id
+        self.tokens: list[str] = []
+        self.sentences: list[str] = []
+        self.speaking: int | None = None
+        self.cut = False
+
+    def add_tokens(self, delta: str) -> None:
+        self.tokens.append(delta)
+        self._redraw()
+
+    def add_sentence(self, index: int, text: str) -> None:
+        while len(self.sentences) <= index:
+            self.sentences.append("")
+        self.sentences[index] = text
+
+    def speak(self, index: int) -> None:
+        self.speaking = index
+        self._redraw()
+
+    def finish(self, interrupted: bool) -> None:
+        self.cut = interrupted
+        self.speaking = None if not interrupted else self.speaking
+        self._redraw()
+
+    def _redraw(self) -> None:
+        text = Text()
+        text.append("assistant ", style="bold")
+        raw = "".join(self.tokens)
+        if self.speaking is not None and self.speaking < len(self.sentences):
+            sentence = self.sentences[self.speaking]
+            at = raw.find(sentence[: max(1, min(len(sentence), 24))])
+            if at >= 0 and not self.cut:
+                text.append(raw[:at])
+                text.append(raw[at : at + len(sentence)], style="reverse")
+                text.append(raw[at + len(sentence) :])
+            else:
+                text.append(raw)
+        else:
+            text.append(raw)
+        if self.cut:
+            text.append("  ✂ interrupted", style="bold red")
+        self.update(text)
+
+
+class LatencyPanel(Static):
+    """The current turn as a live waterfall, and session p50/p95 of the key spans per mode."""
+
+    def __init__(self, stats: SessionStats, **kwargs: object) -> None:
+        super().__init__("", **kwargs)  # type: ignore[arg-type]
+        self.stats = stats
+        self.timeline: TurnTimeline | None = None
+
+    def on_mount(self) -> None:
+        self.border_title = "latency"
+        self.refresh_view()
+
+    def show_turn(self, timeline: TurnTimeline) -> None:
+        self.timeline = timeline
+        self.refresh_view()
+
+    def refresh_view(self) -> None:
+        text = Text()
+        timeline = self.timeline
+        if timeline is None:
+            text.append("no turn yet: type or speak\n", style="dim")
+        else:
+            text.append(f"turn {timeline.turn_id} · {timeline.mode}\n", style="bold")
+            relative = timeline.relative()
+            horizon = max([*relative.values(), 1.0])
+            width = max(6, (self.size.width or 34) - 26)
+            for mark, label in WATERFALL:
+                if mark not in relative:
+                    text.append(f"{label:18} {'·':>6}\n", style="dim")
+                    continue
+                ms = relative[mark]
+                bar = "█" * max(1, round(ms / horizon * width)) if ms > 0 else "▏"
+                style = "bold green" if mark == "first_audio_played" else ""
+                text.append(f"{label:18} {ms:6.0f} ", style=style)
+                text.append(f"{bar}\n", style="green" if mark == "first_audio_played" else "cyan")
+        text.append("\nsession p50 / p95 (ms)\n", style="bold")
+        for mode in self.stats.modes or ["bidi"]:
+            for label in ("time to first audio", "LLM time to first token", "sentence -> first audio byte"):
+                value = self.stats.percentiles(label, mode)
+                shown = f"{value.p50:6.0f} / {value.p95:6.0f}  n={value.count}" if value else "     - /      -"
+                text.append(f"{mode:5} {_short(label):14} {shown}\n")
+        self.update(text)
+
+
+def _short(label: str) -> str:
+    return {"time to first audio": "first audio", "LLM time to first token": "LLM 1st token",
+            "sentence -> first audio byte": "TTS 1st byte"}.get(label, label)
+
+
+def _escape(text: str) -> str:
+    return text.replace("[", "\\[")
+
