@@ -1,0 +1,155 @@
+"""Embedded offline LLM: a GGUF model (SmolLM2-135M-Instruct by default) run in-process by llama-cpp-python.
+
+llama.cpp generation is blocking, so it runs in a worker thread (see `threaded`) and checks the stop flag between
+tokens: a barge-in stops it within one token. llama_cpp is imported only when the model is first loaded, so the
+other backends work without the optional `local-llm` extra installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from voicecli.llm.base import (
+    CONTENT_FILTERED,
+    END_TURN,
+    MAX_TOKENS,
+    ChatMessage,
+    LLMError,
+    LLMModelUnavailable,
+    LLMUnavailable,
+    StreamEnd,
+    StreamEvent,
+    TextDelta,
+)
+from voicecli.llm.threaded import Emit, ThreadedStreams
+
+DEFAULT_MODEL_FILE = Path("smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
+_INSTALL_MODEL = "install it with `voicecli models install --only smollm2`, or point llm.local.model_file at a GGUF"
+_FINISH_REASONS = {"stop": END_TURN, "length": MAX_TOKENS, "content_filter": CONTENT_FILTERED}
+
+
+@dataclass(frozen=True, slots=True)
+class LocalSettings:
+    """Keys mirror [llm.local]; `models_dir` comes from the app (tests: VOICECLI_MODELS_DIR)."""
+
+    models_dir: Path
+    model_file: str = ""  # empty: DEFAULT_MODEL_FILE under models_dir; relative paths are under models_dir too
+    threads: int = 1
+    context_tokens: int = 2048
+
+    @property
+    def model_path(self) -> Path:
+        return self.models_dir / (Path(self.model_file).expanduser() if self.model_file else DEFAULT_MODEL_FILE)
+
+
+class LocalLLM:
+    """Streams answers from a GGUF chat model loaded into this process (once, on first use or `load()`)."""
+
+    def __init__(self, settings: LocalSettings) -> None:
+        self.settings = settings
+        if not settings.model_path.is_file():
+            raise LLMModelUnavailable(f"the local model file {settings.model_path} is missing", _INSTALL_MODEL)
+        self._llama: Any = None
+        self._lock = threading.Lock()  # a llama.cpp context runs one generation at a time
+        self._streams = ThreadedStreams("local-llm")
+
+    def _load_locked(self) -> Any:
+        if self._llama is None:
+            try:
+                import llama_cpp
+            except ImportError as exc:
+                raise LLMUnavailable(
+                    f"the embedded LLM engine (llama-cpp-python) is not installed ({exc})",
+                    'run `pip install \'voicecli[local-llm]\'`, or choose llm.backend = "bedrock" or "openai"',
+                ) from exc
+            try:
+                self._llama = llama_cpp.Llama(
+                    model_path=str(self.settings.model_path),
+                    n_threads=self.settings.threads,
+                    n_threads_batch=self.settings.threads,
+                    n_ctx=self.settings.context_tokens,
+                    verbose=False,
+                )
+            except (ValueError, RuntimeError, OSError) as exc:
+                raise LLMModelUnavailable(
+                    f"llama.cpp could not load {self.settings.model_path} ({exc})",
+                    "the file may be damaged or not a GGUF chat model: " + _INSTALL_MODEL,
+                ) from exc
+        return self._llama
+
+    async def load(self) -> None:
+        """Load the model now (off the event loop) so the first answer does not pay for it."""
+        await asyncio.to_thread(self._load_under_lock)
+
+    def _load_under_lock(self) -> None:
+        with self._lock:
+            self._load_locked()
+
+    async def stream(
+        self, messages: list[ChatMessage], *, system: str, max_tokens: int, temperature: float
+    ) -> AsyncGenerator[StreamEvent, None]:
+        wire = [{"role": "system", "content": system}] if system else []
+        wire += [{"role": m.role, "content": m.content} for m in messages]
+        generation = _Generation(self, wire, max_tokens, temperature)
+        async with aclosing(self._streams.stream(generation)) as events:
+            async for event in events:
+                yield event
+
+    async def aclose(self) -> None:
+        await self._streams.join(timeout_s=10.0)
+        await asyncio.to_thread(self._unload)
+
+    def _unload(self) -> None:
+        with self._lock:  # waits for a generation that is finishing its last token
+            if self._llama is not None:
+                self._llama.close()
+                self._llama = None
+
+
+class _Generation:
+    """One answer, generated token by token in the worker thread."""
+
+    def __init__(self, owner: LocalLLM, wire: list[dict[str, str]], max_tokens: int, temperature: float) -> None:
+        self._owner = owner
+        self._wire = wire
+        self._max_tokens = max_tokens
+        self._temperature = temperature
+
+    def run(self, emit: Emit, stop: threading.Event) -> None:
+        with self._owner._lock:
+            llama = self._owner._load_locked()
+            if stop.is_set():
+                return
+            chunks = llama.create_chat_completion(
+                messages=self._wire, max_tokens=self._max_tokens, temperature=self._temperature, stream=True
+            )
+            finish: str | None = None
+            pieces = 0
+            try:
+                for chunk in chunks:
+                    if stop.is_set():
+                        return
+                    choice = chunk["choices"][0]
+                    text = choice.get("delta", {}).get("content")
+                    if text:
+                        pieces += 1
+                        emit(TextDelta(text))
+                    finish = choice.get("finish_reason") or finish
+            except ValueError as exc:  # llama-cpp-python raises it for a prompt longer than the window
+                raise LLMError(
+                    f"the conversation does not fit the local model's context ({exc})",
+                    "raise llm.local.context_tokens or lower llm.history_turns",
+                ) from exc
+            finally:
+                chunks.close()
+        # llama.cpp streams one chunk per token (rarely fewer, when a multi-byte character spans tokens).
+        emit(StreamEnd(_FINISH_REASONS.get(finish or "stop", finish or END_TURN), None, pieces))
+
+    def interrupt(self) -> None:
+        pass  # the stop flag is checked between tokens; a token takes tens of milliseconds
