@@ -1,0 +1,231 @@
+"""The two request-per-call SageMaker transports: InvokeEndpoint (batch) and InvokeEndpointWithResponseStream.
+
+Both go through boto3, whose calls block, so each call runs in a worker thread while the event loop keeps playing
+audio. Requests are served one at a time in the order sent (the container's POST /invocations has no request ids,
+so order is the only attribution), which keeps the contract of `TTSTransport`: same events, same order, whichever
+transport the pipeline holds.
+
+- Batch: nothing is heard until the container has synthesized the whole text (the baseline the bidi design beats).
+- Response stream: audio arrives as the container makes it, in PayloadParts cut at arbitrary byte offsets, so the
+  bytes are re-aligned to whole MP3 frames / whole samples before they reach the player. A fault can arrive after
+  HTTP 200 (ModelStreamError, InternalStreamFailure): the request then ends with AudioFailed, the session goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+from abc import abstractmethod
+from typing import Any, ClassVar
+
+from voicecli.protocol import SAMPLE_RATE
+from voicecli.tts.base import (
+    AudioChunk,
+    AudioDone,
+    AudioFailed,
+    AudioStart,
+    SpeechRequest,
+    TransportError,
+    TTSTransport,
+)
+from voicecli.tts.frame_align import aligner_for
+from voicecli.tts.http_batch import CHUNK_BYTES, mp3_slices
+from voicecli.tts.sagemaker_common import Failure, SageMakerTarget, explain, explain_botocore, runtime_client
+
+log = logging.getLogger(__name__)
+
+
+def invocation_body(request: SpeechRequest, stream: bool) -> bytes:
+    """The container's POST /invocations body; SageMaker passes it through untouched."""
+    body = {"text": request.text, "voice": request.voice, "speed": request.speed, "format": request.format,
+            "stream": stream}
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
+
+
+class _InvokeTransport(TTSTransport):
+    """A queue served by one worker task, one SageMaker call per request, in order."""
+
+    persistent: ClassVar[bool] = False
+
+    def __init__(self, target: SageMakerTarget) -> None:
+        super().__init__()
+        self.target = target
+        self._client: Any = None
+        self._queue: asyncio.Queue[SpeechRequest] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+        self._current: str | None = None
+        self._cancelled: set[str] = set()
+        self._broken: str | None = None
+
+    async def connect(self) -> None:
+        """Build the boto3 client and check that credentials exist (there is no cheap runtime ping to call)."""
+        self._client, _ = await asyncio.to_thread(runtime_client, self.target)
+        self._worker = asyncio.create_task(self._work(), name=f"tts-{self.name}-worker")
+
+    async def send(self, request: SpeechRequest) -> None:
+        if self._broken is not None:
+            raise TransportError(self._broken)
+        if self._worker is None:
+            raise TransportError("the TTS transport is not connected: call connect() first")
+        self._queue.put_nowait(request)
+
+    async def cancel(self, request_id: str | None = None) -> None:
+        kept: list[SpeechRequest] = []
+        while not self._queue.empty():
+            queued = self._queue.get_nowait()
+            if request_id is not None and queued.request_id != request_id:
+                kept.append(queued)
+        for queued in kept:
+            self._queue.put_nowait(queued)
+        if self._current is not None and request_id in (None, self._current):
+            self._cancelled.add(self._current)
+
+    async def aclose(self) -> None:
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+            self._worker = None
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()
+
+    async def _work(self) -> None:
+        while True:
+            request = await self._queue.get()
+            self._current = request.request_id
+            try:
+                await self._serve(request)
+            except Exception as exc:  # a bug must not silently stop the session's audio
+                log.exception("SageMaker %s transport failed on %s", self.name, request.request_id)
+                self._emit(AudioFailed(request.request_id, "transport_error", f"{exc.__class__.__name__}: {exc}"))
+            finally:
+                self._current = None
+                self._cancelled.discard(request.request_id)
+
+    def _is_cancelled(self, request_id: str) -> bool:
+        return request_id in self._cancelled
+
+    def _fail(self, request: SpeechRequest, failure: Failure) -> None:
+        if self._is_cancelled(request.request_id):
+            return
+        self._emit(AudioFailed(request.request_id, failure.code, failure.message))
+        if failure.fatal:
+            self._broken = failure.message
+            while not self._queue.empty():
+                queued = self._queue.get_nowait()
+                self._emit(AudioFailed(queued.request_id, failure.code, failure.message))
+
+    @abstractmethod
+    async def _serve(self, request: SpeechRequest) -> None:
+        """Make the call for one request and emit its events."""
+
+
+class SageMakerBatchTransport(_InvokeTransport):
+    """InvokeEndpoint: the whole audio of a request in one response."""
+
+    name: ClassVar[str] = "sagemaker-batch"
+
+    def _invoke(self, body: bytes) -> bytes:
+        response = self._client.invoke_endpoint(
+            EndpointName=self.target.endpoint_name, Body=body, ContentType="application/json"
+        )
+        return bytes(response["Body"].read())
+
+    async def _serve(self, request: SpeechRequest) -> None:
+        try:
+            audio = await asyncio.to_thread(self._invoke, invocation_body(request, stream=False))
+        except Exception as exc:
+            self._fail(request, explain_botocore(exc, self.target.endpoint_name))
+            return
+        if self._is_cancelled(request.request_id):
+            return
+        rid = request.request_id
+        self._emit(AudioStart(rid, request.format, SAMPLE_RATE))
+        pieces = mp3_slices(audio) if request.format == "mp3" else [
+            audio[i : i + CHUNK_BYTES] for i in range(0, len(audio), CHUNK_BYTES)]
+        for piece in pieces:
+            self._emit(AudioChunk(rid, piece))
+        self._emit(AudioDone(rid, None))
+
+
+_END = object()
+
+
+class SageMakerStreamTransport(_InvokeTransport):
+    """InvokeEndpointWithResponseStream: audio as the container makes it, re-aligned to whole frames."""
+
+    name: ClassVar[str] = "sagemaker-stream"
+
+    def _pump(self, body: bytes, deliver: Any, stop: threading.Event) -> None:
+        """Worker thread: the call, then each PayloadPart handed to the event loop as it is parsed."""
+        try:
+            response = self._client.invoke_endpoint_with_response_stream(
+                EndpointName=self.target.endpoint_name, Body=body, ContentType="application/json"
+            )
+            deliver(response)
+            stream = response["Body"]
+            try:
+                for event in stream:
+                    if stop.is_set():
+                        break
+                    part = event.get("PayloadPart")
+                    if part is not None:
+                        deliver(bytes(part.get("Bytes", b"")))
+                        continue
+                    for kind in ("ModelStreamError", "InternalStreamFailure"):
+                        if kind in event:  # botocore normally raises for these; handle the modelled form too
+                            fault = event[kind]
+                            deliver(Failure(kind, str(fault.get("Message", fault))))
+                            return
+            finally:
+                stream.close()
+        except Exception as exc:
+            deliver(exc)
+            return
+        deliver(_END)
+
+    async def _serve(self, request: SpeechRequest) -> None:
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[Any] = asyncio.Queue()
+        stop = threading.Event()
+
+        def deliver(item: Any) -> None:
+            loop.call_soon_threadsafe(inbox.put_nowait, item)
+
+        pump = loop.run_in_executor(None, self._pump, invocation_body(request, stream=True), deliver, stop)
+        rid = request.request_id
+        aligner = aligner_for(request.format)
+        started = False
+        try:
+            while True:
+                item = await inbox.get()
+                if self._is_cancelled(rid):
+                    return  # the thread stops at its next part; the next request does not wait for it
+                if isinstance(item, Exception):
+                    self._fail(request, explain_botocore(item, self.target.endpoint_name))
+                    return
+                if isinstance(item, Failure):
+                    self._fail(request, explain(item.code, item.message, self.target.endpoint_name))
+                    return
+                if item is _END:
+                    left = aligner.flush()
+                    if left:
+                        log.warning("%s: %d trailing bytes did not form a whole frame", rid, left)
+                    self._emit(AudioDone(rid, None))
+                    return
+                if isinstance(item, dict):  # the call's response headers: HTTP 200, audio follows
+                    started = True
+                    self._emit(AudioStart(rid, request.format, SAMPLE_RATE))
+                    continue
+                aligned = aligner.feed(item)
+                if aligned and started:
+                    self._emit(AudioChunk(rid, aligned))
+        finally:
+            stop.set()
+            if not pump.done():
+                pump.add_done_callback(lambda _: None)
+
