@@ -60,6 +60,12 @@ class AudioSink(Protocol):
         """True when everything written has been played."""
         ...
 
+    def finish(self, answer_id: str) -> None:
+        """No more audio will come for this answer (so a gap after it is not an underrun)."""
+        ...
+
+    def close(self) -> None: ...
+
 
 class CollectingSink:
     """Keeps the audio instead of playing it (for --out and --mute): first_played is when it was first written."""
@@ -80,6 +86,12 @@ class CollectingSink:
 
     def drained(self) -> bool:
         return True
+
+    def finish(self, answer_id: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
     def audio(self) -> Samples:
         return np.concatenate(self.chunks) if self.chunks else np.zeros(0, np.float32)
@@ -154,13 +166,17 @@ class PipelineSettings:
 class _Turn:
     timeline: TurnTimeline
     answer_id: str
-    sentences: list[SentenceMarks] = field(default_factory=list)
     request_index: dict[str, int] = field(default_factory=dict)
     pending: set[str] = field(default_factory=set)
     text: list[str] = field(default_factory=list)
     heard: set[int] = field(default_factory=set)
     llm_finished: asyncio.Event = field(default_factory=asyncio.Event)
     failure: str | None = None
+
+    @property
+    def sentences(self) -> list[SentenceMarks]:
+        """The answer's sentences live on the timeline, so the log and the TUI see per-sentence marks."""
+        return self.timeline.sentences
 
 
 class VoicePipeline:
@@ -337,6 +353,7 @@ class VoicePipeline:
             elif isinstance(event, AudioFailed):
                 turn.pending.discard(rid)
                 turn.failure = f"sentence {index + 1} could not be spoken: {event.message} ({event.code})"
+        self.sink.finish(turn.answer_id)
         while not self.sink.drained() and not timeline.interrupted:
             self._check_played(turn)
             await asyncio.sleep(0.02)

@@ -32,7 +32,8 @@ def llm_from_config(config: Config) -> LLM:
                     "context_tokens": config.get_int("llm.local.context_tokens")}
     elif backend == "bedrock":
         settings = {"model_id": config.get_str("llm.bedrock.model_id"), "region": config.get_str("llm.bedrock.region"),
-                    "profile": config.get_str("llm.bedrock.profile")}
+                    "profile": config.get_str("llm.bedrock.profile"),
+                    "endpoint_url": config.get_str("llm.bedrock.endpoint_url")}
     else:
         settings = {"base_url": config.get_str("llm.openai.base_url"), "model": config.get_str("llm.openai.model"),
                     "api_key_env": config.get_str("llm.openai.api_key_env")}
@@ -78,8 +79,37 @@ class Session:
                 await transport.aclose()
         with contextlib.suppress(Exception):
             await self.pipeline.llm.aclose()
+        with contextlib.suppress(Exception):
+            self.pipeline.sink.close()
         if self.local is not None:
             self.local.stop()
+
+
+def sagemaker_transports(config: Config) -> tuple[dict[str, TTSTransport], str]:
+    """bidi mode uses the configured transport (bidirectional stream by default); batch mode uses InvokeEndpoint."""
+    from voicecli.tts.sagemaker import (
+        SageMakerBatchTransport,
+        SageMakerBidiTransport,
+        SageMakerStreamTransport,
+        SageMakerTarget,
+    )
+
+    target = SageMakerTarget(
+        endpoint_name=config.get_str("endpoint.sagemaker.name"),
+        region=config.get_str("endpoint.sagemaker.region") or None,
+        profile=config.get_str("endpoint.sagemaker.profile") or None,
+        endpoint_url=config.get_str("endpoint.sagemaker.endpoint_url") or None,
+    )
+    kind = config.get_str("endpoint.sagemaker.transport")
+    streaming: TTSTransport
+    if kind == "bidi":
+        streaming = SageMakerBidiTransport(target, connect_timeout_s=config.get_float("endpoint.connect_timeout_s"))
+    elif kind == "stream":
+        streaming = SageMakerStreamTransport(target)
+    else:
+        streaming = SageMakerBatchTransport(target)
+    label = f"sagemaker {target.endpoint_name} ({target.region}, {kind})"
+    return {"bidi": streaming, "batch": SageMakerBatchTransport(target)}, label
 
 
 async def open_transports(config: Config, progress: Progress) -> tuple[dict[str, TTSTransport], str,
@@ -90,8 +120,6 @@ async def open_transports(config: Config, progress: Progress) -> tuple[dict[str,
     timeout = config.get_float("endpoint.connect_timeout_s")
     local: LocalEndpoint | None = None
     if target == "sagemaker":
-        from voicecli.tts.sagemaker_factory import sagemaker_transports
-
         transports, label = sagemaker_transports(config)
     else:
         if target == "local":

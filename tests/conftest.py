@@ -1,0 +1,121 @@
+"""Fixtures shared by every test directory.
+
+ONE real Kokoro endpoint process on loopback serves the whole test session (loading the model takes seconds and
+about 1 GB, so every test that needs synthesis shares it).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+STARTUP_TIMEOUT_S = 300.0
+"""Import + load + warm-up takes ~15 s on a quiet 2-core machine; much longer when other work shares it."""
+
+
+def _models_dir() -> Path:
+    env = os.environ.get("VOICECLI_MODELS_DIR")
+    return Path(env) if env else Path.home() / ".local" / "share" / "voicecli" / "models"
+
+
+@pytest.fixture(scope="session")
+def models_dir() -> Path:
+    """The models directory (env VOICECLI_MODELS_DIR, else ~/.local/share/voicecli/models)."""
+    directory = _models_dir()
+    if not (directory / "kokoro" / "kokoro-v1.0.int8.onnx").is_file():
+        pytest.fail(f"Kokoro model missing under {directory}: run `voicecli models install --only kokoro`")
+    return directory
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    port: int
+    log_path: Path
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/invocations-bidirectional-stream"
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@pytest.fixture(scope="session")
+def server(models_dir: Path) -> Iterator[RunningServer]:
+    """`python -m voicecli_endpoint` (onnx engine, 2 threads) on a free port, ready when /ping says 200."""
+    port = _free_port()
+    log_dir = Path(tempfile.mkdtemp(prefix="voicecli-endpoint-test-"))
+    log_path = log_dir / "server.log"
+    python = REPO / ".venv" / "bin" / "python"
+    command = [str(python if python.exists() else Path(sys.executable)), "-m", "voicecli_endpoint",
+               "--port", str(port), "--engine", "onnx", "--threads", "2", "--models-dir", str(models_dir)]
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(command, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT)
+    running = RunningServer(port, log_path)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"endpoint exited with {process.returncode}:\n{running.log_tail()}")
+            try:
+                if httpx.get(f"{running.http_url}/ping", timeout=2.0).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"endpoint not ready after {STARTUP_TIMEOUT_S:.0f} s:\n{running.log_tail()}")
+            time.sleep(0.25)
+        yield running
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="session")
+def pulse() -> Iterator[object]:
+    """A private PulseAudio daemon (virtual speaker `vspeaker`, microphone `vmic`) for the whole session.
+
+    PortAudio is re-initialised so that sounddevice sees it (it enumerates devices once, at import).
+    Yields a `tests.pulse.PrivatePulse`.
+    """
+    import shutil
+
+    from tests.pulse import PrivatePulse
+    from voicecli.audio_devices import reinitialize_portaudio
+
+    if shutil.which("pulseaudio") is None:
+        pytest.skip("pulseaudio is not installed (apt-get install pulseaudio pulseaudio-utils libasound2-plugins)")
+    daemon = PrivatePulse()
+    daemon.start()
+    try:
+        reinitialize_portaudio()
+        yield daemon
+    finally:
+        daemon.stop()
+        reinitialize_portaudio()

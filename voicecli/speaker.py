@@ -1,0 +1,39 @@
+"""The speaker as the pipeline sees it: playback.Player behind the pipeline's AudioSink interface."""
+
+from __future__ import annotations
+
+from voicecli.config import Config
+from voicecli.pipeline import Samples
+from voicecli.playback import Player
+
+
+class Speaker:
+    """Plays each answer as its samples arrive; reports when the first audible sample reached the device."""
+
+    def __init__(self, player: Player) -> None:
+        self.player = player
+
+    def write(self, samples: Samples, answer_id: str) -> None:
+        self.player.write(samples, answer_id)
+
+    def finish(self, answer_id: str) -> None:
+        self.player.end_answer(answer_id)
+
+    def first_played(self, answer_id: str) -> float | None:
+        return self.player.first_audible(answer_id)
+
+    def stop(self) -> None:
+        self.player.stop()
+
+    def drained(self) -> bool:
+        return self.player.wait_done(timeout=0)
+
+    def close(self) -> None:
+        self.player.close()
+
+
+def open_speaker(config: Config) -> Speaker:
+    """The configured output device (audio.output_device: name, index, or empty for the default)."""
+    wanted = config.get_str("audio.output_device")
+    device: str | int | None = int(wanted) if wanted.isdigit() else (wanted or None)
+    return Speaker(Player(device))
