@@ -219,6 +219,17 @@ class Recorder:
         marks = np.array(self._marks, dtype=np.float64)
         return float(np.min(marks[:, 0] - (marks[:, 1] - index) / self.rate))
 
+    def recent_dbfs(self, seconds: float = 0.25) -> float:
+        """RMS level of the last `seconds` captured (for "is something audible right now" checks)."""
+        want = int(seconds * self.rate) * 4 * self.channels
+        tail = b"".join(self._chunks[-64:])[-want:]
+        tail = tail[: len(tail) - len(tail) % 4]
+        if not tail:
+            return -120.0
+        samples = np.frombuffer(tail, dtype="<f4").astype(np.float64)
+        rms = float(np.sqrt(np.mean(samples * samples)))
+        return 20 * float(np.log10(rms)) if rms > 0 else -120.0
+
     def captured_frames(self) -> int:
         return sum(len(c) for c in self._chunks) // (4 * self.channels)
 

@@ -1,25 +1,34 @@
-"""`voicecli chat`: the TUI by default, or headless (`--no-tui` line mode, `--text` one turn) for scripts and demos.
+"""`voicecli chat`: the TUI by default, or headless for scripts, demos and tests.
 
-All three share one session (voicecli.session) and one pipeline; they differ only in how a turn is typed in and how
-the answer and its latency are shown.
+Headless forms:
+- `--text "..."`: one typed turn, then exit;
+- `--wav in.wav [--out reply.wav]`: one spoken turn from a file (transcribed locally), answer saved or played;
+- `--no-tui`: a conversation on stdin and the microphone (when there is one), logged to stdout: `you>` lines,
+  `assistant>` lines, and one `timeline {json}` line per turn.
+
+All share one session (voicecli.session) and one pipeline; they differ only in how turns come in and how answers
+and latency are shown.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
+import time
 import wave
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from voicecli.config import Config
 from voicecli.llm import LLMError
 from voicecli.local_endpoint import EndpointStartError
 from voicecli.pipeline import AudioSink, CollectingSink, PipelineEvent, TurnFailed, TurnFinished
 from voicecli.protocol import SAMPLE_RATE
-from voicecli.session import open_session
+from voicecli.session import Session, open_session
 from voicecli.timeline import KEY_SPANS, TurnTimeline
 from voicecli.tts.base import TransportError
 
@@ -38,13 +47,28 @@ def make_sink(config: Config, mute: bool, out: Path | None) -> tuple[AudioSink, 
         return CollectingSink(), f"no audio output ({exc}); answers are shown, not played"
 
 
-def save_wav(path: Path, samples: np.ndarray) -> None:
+def save_wav(path: Path, samples: npt.NDArray[np.float32]) -> None:
     pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2")
     with wave.open(str(path), "wb") as out:
         out.setnchannels(1)
         out.setsampwidth(2)
         out.setframerate(SAMPLE_RATE)
         out.writeframes(pcm.tobytes())
+
+
+def load_wav_16k(path: Path) -> npt.NDArray[np.float32]:
+    """A WAV file as 16 kHz mono float32, the rate Whisper and the endpointer work at."""
+    import soundfile
+
+    try:
+        data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+    except (RuntimeError, OSError) as exc:
+        raise OSError(f"cannot read {path} as audio: {exc}") from exc
+    mono = data.mean(axis=1)
+    if rate != 16_000:
+        positions = np.arange(0, len(mono) * 16_000 / rate) * rate / 16_000
+        mono = np.interp(positions, np.arange(len(mono)), mono).astype(np.float32)
+    return np.ascontiguousarray(mono, dtype=np.float32)
 
 
 def summary(timeline: TurnTimeline) -> str:
@@ -56,61 +80,154 @@ def summary(timeline: TurnTimeline) -> str:
     return f"[{timeline.mode}] " + ", ".join(parts)
 
 
-async def _headless(args: argparse.Namespace, config: Config) -> int:
-    sink, audio_note = make_sink(config, args.mute, args.out)
-    failures: list[str] = []
-    answers: list[str] = []
+class Headless:
+    """One headless conversation: turns from stdin, a WAV file, or the microphone, answered in order."""
 
-    def on_event(event: PipelineEvent) -> None:
-        if isinstance(event, TurnFailed):
-            failures.append(event.message)
-        elif isinstance(event, TurnFinished):
-            answers.append(event.answer)
+    def __init__(self, args: argparse.Namespace, config: Config) -> None:
+        self.args = args
+        self.config = config
+        self.failures: list[str] = []
+        self.answers: list[str] = []
+        self.turns: asyncio.Queue[tuple[str, str, dict[str, float]] | None] = asyncio.Queue()
+        self.session: Session | None = None
+        self.done = 0
+        self._background: set[asyncio.Future[None]] = set()
 
-    def progress(message: str) -> None:
+    def log(self, message: str) -> None:
         print(f"... {message}", file=sys.stderr, flush=True)
 
-    try:
-        session = await open_session(config, sink, progress, on_event)
-    except STARTUP_ERRORS as exc:
-        print(f"voicecli: error: {exc}", file=sys.stderr)
-        return 2
-    progress(audio_note)
-    try:
-        lines = [args.text] if args.text is not None else None
-        while True:
-            if lines is not None:
-                if not lines:
-                    break
-                text = lines.pop(0)
+    def on_event(self, event: PipelineEvent) -> None:
+        if isinstance(event, TurnFailed):
+            self.failures.append(event.message)
+        elif isinstance(event, TurnFinished):
+            self.answers.append(event.answer)
+
+    async def run(self) -> int:
+        args = self.args
+        sink, audio_note = make_sink(self.config, args.mute, args.out)
+        try:
+            self.session = await open_session(self.config, sink, self.log, self.on_event)
+        except STARTUP_ERRORS as exc:
+            print(f"voicecli: error: {exc}", file=sys.stderr)
+            return 2
+        self.log(audio_note)
+        sources: list[asyncio.Task[None]] = []
+        try:
+            if args.text is not None:
+                await self.turns.put((args.text, "typed", {}))
+                await self.turns.put(None)
+            elif args.wav is not None:
+                await self._wav_turn(args.wav)
+                await self.turns.put(None)
             else:
-                try:
-                    text = await asyncio.to_thread(input, "you> ")
-                except EOFError:
-                    break
-            if not text.strip():
-                continue
-            failures.clear()
-            answers.clear()
-            timeline = await session.pipeline.turn(text.strip())
-            answer = answers[-1].strip() if answers else ""
-            print(f"assistant> {answer}" if answer else "assistant> (no answer)", flush=True)
+                listening = await self._start_listening()  # first: stdin at EOF must not end a spoken session
+                if listening is not None:
+                    sources.append(listening)
+                sources.append(asyncio.create_task(self._typed()))
+            status = await self._answer_turns()
+        finally:
+            for task in sources:
+                task.cancel()
+            await self.session.aclose()
+        if args.out is not None and isinstance(sink, CollectingSink):
+            save_wav(args.out, sink.audio())
+            self.log(f"saved {sink.audio().size / SAMPLE_RATE:.2f} s of audio to {args.out}")
+        return status
+
+    async def _answer_turns(self) -> int:
+        assert self.session is not None
+        status = 0
+        while (item := await self.turns.get()) is not None:
+            text, origin, marks = item
+            self.failures.clear()
+            self.answers.clear()
+            print(f"you{' (spoken)' if origin == 'spoken' else ''}> {text}", flush=True)
+            timeline = await self.session.pipeline.turn(text, origin, marks)
+            answer = self.answers[-1].strip() if self.answers else ""
+            print(f"assistant> {answer or '(no answer)'}", flush=True)
+            print("timeline " + json.dumps(timeline.to_json()), flush=True)
             print(summary(timeline), file=sys.stderr, flush=True)
-            if failures:
-                print(f"voicecli: error: {failures[0]}", file=sys.stderr)
-                if args.text is not None:
-                    return 2
-    finally:
-        await session.aclose()
-    if args.out is not None and isinstance(sink, CollectingSink):
-        save_wav(args.out, sink.audio())
-        print(f"saved {sink.audio().size / SAMPLE_RATE:.2f} s of audio to {args.out}", file=sys.stderr)
-    return 0
+            if self.failures:
+                print(f"voicecli: error: {self.failures[0]}", file=sys.stderr)
+                status = 2
+            self.done += 1
+            if self.args.turns and self.done >= self.args.turns:
+                break
+        return status
+
+    async def _typed(self) -> None:
+        while True:
+            try:
+                line = await asyncio.to_thread(sys.stdin.readline)
+            except (OSError, ValueError):
+                line = ""
+            if not line:  # end of input: wait for spoken turns if listening, else finish
+                if not self._listening:
+                    await self.turns.put(None)
+                return
+            if line.strip():
+                await self.turns.put((line.strip(), "typed", {}))
+
+    _listening = False
+
+    async def _start_listening(self) -> asyncio.Task[None] | None:
+        from voicecli.capture import NoMicrophoneError
+        from voicecli.listening import BargeIn, EchoGate, ListenEvent, SpokenTurn, open_listener
+        from voicecli.transcription import WhisperModelMissing
+
+        assert self.session is not None
+        pipeline = self.session.pipeline
+        sink = pipeline.sink
+        gate = EchoGate(self.config.get_bool("audio.echo_gate"), self.config.get_float("audio.echo_margin_db"),
+                        lambda: pipeline.speaking, getattr(sink, "level_db", lambda: -120.0))
+
+        def on_listen(event: ListenEvent) -> None:
+            if isinstance(event, BargeIn):
+                stopped = pipeline.stop_audio()
+                self.log(f"barge-in: playback stopped {(stopped - event.at) * 1000:.0f} ms after speech was detected")
+                task = asyncio.ensure_future(pipeline.interrupt())
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            elif isinstance(event, SpokenTurn):
+                self.turns.put_nowait((event.text, "spoken", event.marks))
+
+        try:
+            listener = await asyncio.to_thread(open_listener, self.config, on_listen, gate)
+        except NoMicrophoneError as exc:
+            self.log(f"no microphone ({exc}): typing still works")
+            return None
+        except WhisperModelMissing as exc:
+            self.log(f"voice input is off: {exc}")
+            return None
+        self._listening = True
+        self.log(f"listening on {listener.microphone.device_name} ({self.config.get_str('audio.input_mode')})")
+        return asyncio.create_task(listener.run())
+
+    async def _wav_turn(self, path: Path) -> None:
+        from voicecli.transcription import Transcriber
+
+        audio = load_wav_16k(path)
+        transcriber = await asyncio.to_thread(
+            Transcriber, self.config.get_str("stt.model"), self.config.get_int("stt.beam_size"),
+            self.config.get_str("stt.device"), self.config.get_str("stt.compute_type"),
+            self.config.get_int("stt.threads"), self.config.get_str("stt.language") or None,
+            models_dir=self.config.models_dir)
+        speech_end = time.monotonic()
+        transcript = await transcriber.transcribe(audio)
+        transcriber.close()
+        marks = {"speech_end": speech_end, "transcript_ready": time.monotonic()}
+        if not transcript.text.strip():
+            raise OSError(f"no speech recognised in {path}")
+        await self.turns.put((transcript.text.strip(), "spoken", marks))
 
 
 def run_chat(args: argparse.Namespace, config: Config) -> int:
-    if args.no_tui or args.text is not None:
-        return asyncio.run(_headless(args, config))
+    if args.no_tui or args.text is not None or args.wav is not None:
+        try:
+            return asyncio.run(Headless(args, config).run())
+        except OSError as exc:
+            print(f"voicecli: error: {exc}", file=sys.stderr)
+            return 2
     from voicecli.tui.app import VoiceChatApp
 
     app = VoiceChatApp(config, mute=args.mute)

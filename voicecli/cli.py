@@ -152,6 +152,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--engine", choices=("auto", "onnx", "torch"), default=None, help="synthesis engine")
     serve.add_argument("--threads", type=int, default=None, help="inference threads")
     serve.set_defaults(handler=_cmd_serve)
+
+    from voicecli import bench, say
+
+    say_parser = commands.add_parser("say", parents=[common], help="speak (or save) one text through any transport")
+    say.add_arguments(say_parser)
+    say_parser.set_defaults(handler=say.run)
+
+    bench_parser = commands.add_parser("bench", parents=[common], help="measure latency: batch vs bidi, load")
+    bench.add_arguments(bench_parser)
     return parser
 
 
@@ -160,6 +169,9 @@ def _add_chat_options(chat: argparse.ArgumentParser) -> None:
     chat.add_argument("--text", default=None, help="answer this one typed turn, then exit")
     chat.add_argument("--mode", choices=("bidi", "batch"), default=None, help="how answers reach TTS")
     chat.add_argument("--voice", default=None, help="Kokoro voice, e.g. af_heart")
+    chat.add_argument("--wav", type=Path, default=None, metavar="IN.WAV",
+                      help="one spoken turn from this audio file (transcribed locally), then exit")
+    chat.add_argument("--turns", type=int, default=0, metavar="N", help="exit after N turns (headless modes)")
     chat.add_argument("--out", type=Path, default=None, help="save the answer's audio to this WAV file")
     chat.add_argument("--mute", action="store_true", help="do not play audio (still synthesized and timed)")
     chat.set_defaults(handler=_cmd_chat)

@@ -87,6 +87,8 @@ CONSTRAINTS: dict[str, Constraint] = {
     "audio.input_mode": Choice(("vad", "push_to_talk")),
     "audio.vad_silence_ms": Range(100, 5000),
     "audio.block_frames": Range(64, 8192),
+    "audio.echo_margin_db": Range(-60, 60),
+    "stt.threads": Range(1, 64),
     "segmentation.first_fragment_words": Range(0, 100),
     "segmentation.min_sentence_chars": Range(0, 200),
     "latency.window_turns": Range(1, 10000),

@@ -242,10 +242,15 @@ class VoicePipeline:
         self._on_event(TurnFinished(turn_id, timeline, answer, spoken, timeline.interrupted))
         return timeline
 
+    def stop_audio(self) -> float:
+        """Silence the speaker now (synchronously: barge-in must not wait for the event loop). Returns the time."""
+        self.sink.stop()
+        return time.monotonic()
+
     async def interrupt(self) -> None:
         """Barge-in: silence now, then cancel generation and every pending synthesis (connection stays open)."""
         turn = self._current
-        self.sink.stop()
+        self.stop_audio()
         if turn is None:
             return
         turn.timeline.interrupted = True

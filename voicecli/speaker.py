@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from voicecli.capture import rms_dbfs
 from voicecli.config import Config
 from voicecli.pipeline import Samples
 from voicecli.playback import Player
@@ -12,9 +13,16 @@ class Speaker:
 
     def __init__(self, player: Player) -> None:
         self.player = player
+        self._level_db = -120.0
 
     def write(self, samples: Samples, answer_id: str) -> None:
+        if samples.size:
+            self._level_db = rms_dbfs(samples)
         self.player.write(samples, answer_id)
+
+    def level_db(self) -> float:
+        """Level of the audio being played (the echo gate compares the microphone with it); silence when idle."""
+        return self._level_db if self.player.queued_seconds > 0 else -120.0
 
     def finish(self, answer_id: str) -> None:
         self.player.end_answer(answer_id)

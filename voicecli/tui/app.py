@@ -8,7 +8,9 @@ says what to do, never a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.app import App, ComposeResult
@@ -31,6 +33,9 @@ from voicecli.session import Session, llm_label, open_session
 from voicecli.timeline import LatencyLog, Mark, SessionStats
 from voicecli.tui.widgets import ConversationView, LatencyPanel, StatusBar
 from voicecli.voices import cycle
+
+if TYPE_CHECKING:
+    from voicecli.listening import Listener, ListenEvent
 
 HELP = """\
 [b]voicecli[/b]: type (or speak) and hear the answer start after its first sentence.
@@ -87,6 +92,7 @@ class VoiceChatApp(App[int]):
         self.session: Session | None = None
         self.stats = SessionStats(config.get_int("latency.window_turns"))
         self.log_file = LatencyLog(config.latency_log_path)
+        self.listener: Listener | None = None
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
@@ -141,8 +147,44 @@ class VoiceChatApp(App[int]):
         self.status.endpoint = self.session.endpoint_label
         self.status.connection = "warm"
         self.status.state = "idle"
-        self.conversation.notice("ready: type a message and press Enter")
+        await self.start_listening()
+        self.conversation.notice("ready: " + ("speak, or " if self.listener is not None else "")
+                                 + "type a message and press Enter")
         self.notify("ready", timeout=2)
+
+    async def start_listening(self) -> None:
+        """The microphone is optional: without one the app says so and typing still works."""
+        from voicecli.capture import NoMicrophoneError
+        from voicecli.listening import EchoGate, open_listener
+        from voicecli.transcription import WhisperModelMissing
+
+        assert self.session is not None
+        pipeline = self.session.pipeline
+        gate = EchoGate(self.config.get_bool("audio.echo_gate"), self.config.get_float("audio.echo_margin_db"),
+                        lambda: pipeline.speaking, getattr(pipeline.sink, "level_db", lambda: -120.0))
+        try:
+            self.listener = await asyncio.to_thread(open_listener, self.config, self.on_listen_event, gate)
+        except NoMicrophoneError as exc:
+            self.conversation.notice(f"no microphone ({exc}): voice input is off, typing still works")
+            return
+        except WhisperModelMissing as exc:
+            self.conversation.notice(f"voice input is off: {exc}", error=True)
+            return
+        self.status.mic_level_db = -120.0
+        self.run_worker(self.listener.run(), group="listener", exclusive=True)
+
+    def on_listen_event(self, event: ListenEvent) -> None:
+        from voicecli.listening import BargeIn, HeardNothing, InputLevel, SpokenTurn
+
+        if isinstance(event, InputLevel):
+            self.status.mic_level_db = event.db
+        elif isinstance(event, BargeIn) and self.session is not None:
+            self.session.pipeline.stop_audio()
+            self.run_worker(self.session.pipeline.interrupt(), group="interrupt")
+        elif isinstance(event, SpokenTurn):
+            self.run_turn(event.text, "spoken", event.marks)
+        elif isinstance(event, HeardNothing):
+            self.notify("heard nothing I could transcribe", timeout=2)
 
     def progress(self, message: str) -> None:
         self.status.connection = message[:40]
@@ -159,13 +201,15 @@ class VoiceChatApp(App[int]):
             self.notify("still starting up: wait for 'ready'", severity="warning")
             return
         if self.session.pipeline.speaking:
-            await self.session.pipeline.interrupt()
+            self.session.pipeline.stop_audio()
         self.run_turn(text)
 
     @work(exclusive=True, group="turn")
-    async def run_turn(self, text: str) -> None:
+    async def run_turn(self, text: str, origin: str = "typed", marks: dict[str, float] | None = None) -> None:
         assert self.session is not None
-        await self.session.pipeline.turn(text, origin="typed")
+        if self.session.pipeline.speaking:
+            await self.session.pipeline.interrupt()
+        await self.session.pipeline.turn(text, origin, marks)
 
     def on_pipeline_event(self, event: PipelineEvent) -> None:
         conversation = self.conversation
@@ -228,11 +272,31 @@ class VoiceChatApp(App[int]):
         self.notify(f"voice: {voice}", timeout=2)
 
     def action_toggle_input_mode(self) -> None:
+        from voicecli.listening import make_detector
+
         self.status.input_mode = "push_to_talk" if self.status.input_mode == "vad" else "vad"
+        if self.listener is not None:
+            silence_ms = self.config.get_int("audio.vad_silence_ms")
+            self.listener.use_detector(make_detector(self.status.input_mode, silence_ms))
         self.notify(f"turn taking: {self.status.input_mode.replace('_', '-')}")
 
     def action_push_to_talk(self) -> None:
-        self.notify("no microphone: voice input is off, typing still works", severity="warning")
+        """F6 starts recording, F6 again ends the turn (terminals report no key release)."""
+        from voicecli.endpointing import PushToTalk
+
+        if self.listener is None:
+            self.notify("no microphone: voice input is off, typing still works", severity="warning")
+        elif not isinstance(self.listener.detector, PushToTalk):
+            self.notify("voice activity detection is on: just speak (F2 switches to push-to-talk)")
+        elif self.listener.detector.pressed:
+            self.listener.release()
+            self.status.state = "thinking"
+        else:
+            if self.session is not None and self.session.pipeline.speaking:
+                self.session.pipeline.stop_audio()
+                self.run_worker(self.session.pipeline.interrupt(), group="interrupt")
+            self.listener.press()
+            self.status.state = "listening"
 
     def action_clear(self) -> None:
         self.conversation.remove_children()
