@@ -9,7 +9,6 @@ causality, not by a clock.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
