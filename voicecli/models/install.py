@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,6 +149,8 @@ class Installer:
                                  f"needs the Python module(s) {', '.join(missing)}: pip install 'voicecli[{extra}]'")
         found = problems(spec, self.models_dir, self._progress)
         if not found:
+            if spec.kind != "spacy" and not _recorded_files(model_dir(self.models_dir, spec)):
+                self._adopt(spec)
             return InstallResult(spec.name, "unchanged", self._recorded_source(spec), "verified, nothing downloaded")
         repairing = found != ["not installed"]
         if repairing:
@@ -165,8 +168,15 @@ class Installer:
             if after:
                 errors.append(f"{source}: fetched files fail verification: {'; '.join(after)}")
                 continue
-            return InstallResult(spec.name, "repaired" if repairing else "installed", source)
+            return InstallResult(spec.name, "repaired" if repairing else "installed", self._recorded_source(spec))
         return InstallResult(spec.name, "failed", "/".join(sources), " | ".join(errors))
+
+    def _adopt(self, spec: ModelSpec) -> None:
+        """Files placed by hand that match the catalog's pins: record them so later runs know their hashes."""
+        directory = model_dir(self.models_dir, spec)
+        files = {f.name: {"size": f.size, "sha256": f.sha256} for f in spec.files}
+        record = {"source": "adopted", "files": files}  # matched the pins; origin unknown
+        (directory / RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
 
     def _recorded_source(self, spec: ModelSpec) -> str:
         if spec.kind == "spacy":
@@ -196,7 +206,7 @@ class Installer:
                 if spec.name == "kokoro":
                     count = build_kokoro_voices(fetcher, stage / KOKORO_VOICES)
                     self._log(f"kokoro: {count} voices")
-            self._commit(spec, source, stage)
+            self._commit(spec, "rebuilt" if spec.kind == "kokoro-torch" and source == "registry" else source, stage)
 
     def _commit(self, spec: ModelSpec, source: str, stage: Path) -> None:
         """Record hashes of the staged files, then move them over the installed model in one rename."""
@@ -232,7 +242,9 @@ class Installer:
         from voicecli.models.kokoro_torch import rebuild_from_onnx
 
         self._log("kokoro-torch: rebuilding fp32 weights from the int8 ONNX model (no official .pth reachable)")
-        rebuild_from_onnx(onnx_dir / KOKORO_ONNX, onnx_dir / KOKORO_VOICES, stage, self._progress)
+        with warnings.catch_warnings():  # torch's weight_norm deprecation notice is not the user's concern
+            warnings.simplefilter("ignore", FutureWarning)
+            rebuild_from_onnx(onnx_dir / KOKORO_ONNX, onnx_dir / KOKORO_VOICES, stage, self._progress)
 
     def _install_spacy(self, source: str) -> None:
         """misaki needs en_core_web_sm importable; offline it would try `spacy download` and fail."""
