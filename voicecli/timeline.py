@@ -168,6 +168,9 @@ class SessionStats:
         values = [v for t in self._turns if mode in (None, t.mode) and (v := t.ms(start, end)) is not None]
         return summarize(values)
 
+    def count(self, mode: str) -> int:
+        return sum(1 for t in self._turns if t.mode == mode)
+
     @property
     def modes(self) -> list[str]:
         return sorted({t.mode for t in self._turns})

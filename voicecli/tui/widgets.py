@@ -55,8 +55,10 @@ class ConversationView(VerticalScroll):
     """User and assistant turns; the assistant's text streams in, the sentence being spoken is highlighted."""
 
     def add_user(self, text: str, origin: str) -> None:
-        prefix = "🎤 " if origin == "spoken" else ""
-        self._add(Static(f"[b]you[/b] {prefix}{_escape(text)}", classes="user"))
+        line = Text()
+        line.append("you ", style="bold")
+        line.append(("🎤 " if origin == "spoken" else "") + text)
+        self._add(Static(line, classes="user"))
 
     def start_answer(self, turn_id: int) -> None:
         self._add(AnswerText(turn_id, id=f"answer-{turn_id}", classes="assistant"))
@@ -66,7 +68,7 @@ class ConversationView(VerticalScroll):
         return found.first(AnswerText) if found else None
 
     def notice(self, text: str, error: bool = False) -> None:
-        self._add(Static(_escape(text), classes="error" if error else "notice"))
+        self._add(Static(Text(text), classes="error" if error else "notice"))
 
     def _add(self, widget: Static) -> None:
         self.mount(widget)
@@ -161,16 +163,15 @@ class LatencyPanel(Static):
         for mode in self.stats.modes or ["bidi"]:
             for label in ("time to first audio", "LLM time to first token", "sentence -> first audio byte"):
                 value = self.stats.percentiles(label, mode)
-                shown = f"{value.p50:6.0f} / {value.p95:6.0f}  n={value.count}" if value else "     - /      -"
-                text.append(f"{mode:5} {_short(label):14} {shown}\n")
+                shown = f"{value.p50:6.0f}/{value.p95:<6.0f}" if value else "     -/-     "
+                text.append(f"{mode:5} {_short(label):13} {shown}\n")
+        counts = ", ".join(f"{mode} n={self.stats.count(mode)}" for mode in self.stats.modes)
+        if counts:
+            text.append(f"turns: {counts}\n", style="dim")
         self.update(text)
 
 
 def _short(label: str) -> str:
     return {"time to first audio": "first audio", "LLM time to first token": "LLM 1st token",
             "sentence -> first audio byte": "TTS 1st byte"}.get(label, label)
-
-
-def _escape(text: str) -> str:
-    return text.replace("[", "\\[")
 
