@@ -1,0 +1,305 @@
+"""The Kokoro endpoint's Starlette app: the SageMaker container contract plus the streaming protocol.
+
+Routes (declared once, in ROUTES):
+  GET  /ping                               200 "OK" once the model is loaded and warmed up, 503 before.
+  POST /invocations                        batch or streamed synthesis (see voicecli.protocol, "HTTP route").
+  WS   /invocations-bidirectional-stream   the session protocol (see voicecli.protocol).
+  GET  /stats                              JSON counters for operators and tests.
+
+The model loads in the background after start-up so the port answers /ping (503) at once: SageMaker and the
+local client both poll /ping rather than wait on a silent socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from voicecli.protocol import (
+    CONTENT_TYPES,
+    DEFAULTS,
+    SAMPLE_RATE,
+    Error,
+    ErrorCode,
+    InvocationRequest,
+    Limits,
+    ProtocolError,
+    accept_requests_stream,
+    encode_message,
+    parse_invocation,
+)
+from voicecli_endpoint.audio_encoding import DEFAULT_MP3_KBPS, mp3_bytes, stream_encoder, to_pcm16, wav_bytes
+from voicecli_endpoint.chunking import ChunkPolicy
+from voicecli_endpoint.engines.base import Audio
+from voicecli_endpoint.scheduler import FairScheduler
+from voicecli_endpoint.session import WebSocketSession
+from voicecli_endpoint.synthesis import Synthesizer
+
+log = logging.getLogger(__name__)
+
+
+def default_models_dir() -> Path:
+    """The models directory voicecli installs into (imported lazily: the container has no platformdirs need)."""
+    from voicecli.paths import default_models_dir as voicecli_models_dir
+
+    return voicecli_models_dir()
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """Everything the app needs to know; the CLI and the container both build one."""
+
+    engine: str = "auto"
+    models_dir: Path | None = None
+    threads: int = 1
+    limits: Limits = field(default_factory=Limits)
+    mp3_kbps: int = DEFAULT_MP3_KBPS
+    warmup_voice: str = DEFAULTS.voice
+    max_pending_per_session: int = 64
+    chunk_policy: ChunkPolicy = field(default_factory=ChunkPolicy)
+
+
+@dataclass
+class EndpointState:
+    """Readiness and the loaded model, shared by all routes through app.state.endpoint."""
+
+    settings: EndpointSettings
+    scheduler: FairScheduler = field(default_factory=FairScheduler)
+    synthesizer: Synthesizer | None = None
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    load_error: str | None = None
+    started: float = field(default_factory=time.time)
+    load_s: float | None = None
+    warmup_s: float | None = None
+    active_sessions: int = 0
+    http_requests: int = 0
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    async def load(self) -> None:
+        """Load G2P and the engine off the event loop, warm up, then mark ready (or record the failure)."""
+        from voicecli_endpoint.engines.select import load_engine
+        from voicecli_endpoint.g2p import Phonemizer
+
+        settings = self.settings
+        models_dir = settings.models_dir or default_models_dir()
+        started = time.perf_counter()
+        try:
+            engine = await asyncio.to_thread(load_engine, settings.engine, models_dir, settings.threads)
+            phonemizer = await asyncio.to_thread(Phonemizer)
+            synthesizer = Synthesizer(engine, phonemizer, self.scheduler, settings.chunk_policy)
+            self.load_s = time.perf_counter() - started
+            self.warmup_s = await synthesizer.warm_up(settings.warmup_voice)
+        except Exception as exc:
+            log.exception("loading the %s engine from %s failed", settings.engine, models_dir)
+            self.load_error = f"{type(exc).__name__}: {exc}"
+            self.ready.set()
+            return
+        self.synthesizer = synthesizer
+        log.info("%s engine on %s ready: loaded in %.1f s, warm-up %.1f s, %d voices", engine.name, engine.device,
+                 self.load_s, self.warmup_s, len(engine.voices))
+        self.ready.set()
+
+    def next_key(self, prefix: str) -> str:
+        return f"{prefix}-{next(self._ids)}"
+
+
+def _state(app: Any) -> EndpointState:
+    state: EndpointState = app.state.endpoint
+    return state
+
+
+def _error_response(code: ErrorCode, message: str, status: int) -> JSONResponse:
+    return JSONResponse({"code": str(code), "message": message}, status_code=status)
+
+
+async def ping(request: Request) -> Response:
+    state = _state(request.app)
+    if state.load_error is not None:
+        return PlainTextResponse(f"model failed to load: {state.load_error}", status_code=500)
+    if state.synthesizer is None:
+        return PlainTextResponse("loading", status_code=503)
+    return PlainTextResponse("OK")
+
+
+async def stats(request: Request) -> Response:
+    state = _state(request.app)
+    synth = state.synthesizer
+    scheduler = state.scheduler
+    return JSONResponse({
+        "ready": synth is not None,
+        "load_error": state.load_error,
+        "engine": None if synth is None else synth.engine.name,
+        "device": None if synth is None else synth.engine.device,
+        "threads": state.settings.threads,
+        "voices": 0 if synth is None else len(synth.voices),
+        "load_s": state.load_s,
+        "warmup_s": state.warmup_s,
+        "uptime_s": time.time() - state.started,
+        "active_sessions": state.active_sessions,
+        "http_requests": state.http_requests,
+        "pieces_synthesized": 0 if synth is None else synth.pieces_synthesized,
+        "scheduler": {
+            "jobs_run": scheduler.stats.jobs_run,
+            "jobs_dropped": scheduler.stats.jobs_dropped,
+            "queued": scheduler.queued,
+            "sessions_waiting": scheduler.sessions_waiting,
+            "busy_s": scheduler.stats.busy_s,
+        },
+    })
+
+
+async def _encode_whole(audio: Audio, fmt: str, mp3_kbps: int) -> bytes:
+    if fmt == "wav":
+        return await asyncio.to_thread(wav_bytes, audio)
+    if fmt == "mp3":
+        return await asyncio.to_thread(mp3_bytes, audio, mp3_kbps)
+    return await asyncio.to_thread(to_pcm16, audio)
+
+
+async def _stream_body(state: EndpointState, synth: Synthesizer, key: str, inv: InvocationRequest
+                       ) -> AsyncIterator[bytes]:
+    encoder = stream_encoder(inv.format, http=True, mp3_kbps=state.settings.mp3_kbps)
+    try:
+        async for piece in synth.stream(key, inv.text, inv.voice, inv.speed):
+            for data in await asyncio.to_thread(encoder.encode, piece.audio):
+                yield data
+        for data in encoder.flush():
+            yield data
+    finally:
+        state.scheduler.drop_session(key)
+
+
+async def invocations(request: Request) -> Response:
+    state = _state(request.app)
+    synth = state.synthesizer
+    if synth is None:
+        return _error_response(ErrorCode.NOT_READY, state.load_error or "the model is still loading", 503)
+    limits = state.settings.limits
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limits.max_frame_bytes:
+        return _error_response(ErrorCode.FRAME_TOO_LARGE,
+                               f"body of {declared} bytes exceeds the limit of {limits.max_frame_bytes}", 413)
+    body = await request.body()
+    try:
+        inv = parse_invocation(body, voices=synth.voices, limits=limits)
+    except ProtocolError as exc:
+        return _error_response(exc.code, exc.message, 413 if exc.code == ErrorCode.FRAME_TOO_LARGE else 400)
+    state.http_requests += 1
+    key = state.next_key("http")
+    media_type = CONTENT_TYPES[inv.format]
+    if inv.stream or accept_requests_stream(request.headers.get("accept")):
+        return StreamingResponse(_stream_body(state, synth, key, inv), media_type=media_type,
+                                 headers={"X-Sample-Rate": str(SAMPLE_RATE)})
+    started = time.perf_counter()
+    pieces: list[Audio] = []
+    synthesis_s = queue_s = 0.0
+    try:
+        async for piece in synth.stream(key, inv.text, inv.voice, inv.speed):
+            pieces.append(piece.audio)
+            synthesis_s += piece.synthesis_s
+            queue_s += piece.queue_wait_s
+    except Exception as exc:
+        log.exception("POST /invocations: synthesis failed")
+        return _error_response(ErrorCode.SYNTHESIS_FAILED, f"synthesis failed: {exc}", 500)
+    finally:
+        state.scheduler.drop_session(key)
+    audio: Audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+    data = await _encode_whole(audio, inv.format, state.settings.mp3_kbps)
+    audio_s = len(audio) / SAMPLE_RATE
+    headers = {
+        "X-Inference-Time-Ms": f"{synthesis_s * 1000:.1f}",
+        "X-Queue-Wait-Ms": f"{queue_s * 1000:.1f}",
+        "X-Audio-Seconds": f"{audio_s:.3f}",
+        "X-RTF": f"{synthesis_s / audio_s:.3f}" if audio_s else "0",
+        "X-Elapsed-Ms": f"{(time.perf_counter() - started) * 1000:.1f}",
+        "X-Sample-Rate": str(SAMPLE_RATE),
+    }
+    return Response(data, media_type=media_type, headers=headers)
+
+
+async def bidirectional_stream(websocket: WebSocket) -> None:
+    state = _state(websocket.app)
+    await websocket.accept()
+    await state.ready.wait()
+    synth = state.synthesizer
+    if synth is None:
+        error = Error(str(ErrorCode.NOT_READY), f"model failed to load: {state.load_error}")
+        with contextlib.suppress(Exception):
+            await websocket.send_text(encode_message(error))
+            await websocket.close(code=1011)
+        return
+    settings = state.settings
+    session = WebSocketSession(websocket, synth, limits=settings.limits, mp3_kbps=settings.mp3_kbps,
+                               max_pending=settings.max_pending_per_session)
+    state.active_sessions += 1
+    try:
+        await session.run()
+    finally:
+        state.active_sessions -= 1
+
+
+ROUTES: list[BaseRoute] = [
+    Route("/ping", ping, methods=["GET"]),
+    Route("/invocations", invocations, methods=["POST"]),
+    WebSocketRoute("/invocations-bidirectional-stream", bidirectional_stream),
+    Route("/stats", stats, methods=["GET"]),
+]
+
+
+def create_app(
+    settings: EndpointSettings | None = None,
+    *,
+    engine: str | None = None,
+    models_dir: Path | None = None,
+    threads: int | None = None,
+    max_text_chars: int | None = None,
+) -> Starlette:
+    """The endpoint app. Keyword arguments override the matching fields of `settings`."""
+    settings = settings or EndpointSettings()
+    overrides: dict[str, Any] = {}
+    if engine is not None:
+        overrides["engine"] = engine
+    if models_dir is not None:
+        overrides["models_dir"] = models_dir
+    if threads is not None:
+        overrides["threads"] = threads
+    if max_text_chars is not None:
+        overrides["limits"] = Limits(
+            max_text_chars=max_text_chars,
+            max_frame_bytes=settings.limits.max_frame_bytes,
+            min_speed=settings.limits.min_speed,
+            max_speed=settings.limits.max_speed,
+        )
+    if overrides:
+        settings = EndpointSettings(**{**settings.__dict__, **overrides})
+    final_settings = settings
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state = EndpointState(final_settings)
+        app.state.endpoint = state
+        state.scheduler.start()
+        loader = asyncio.create_task(state.load(), name="model-loader")
+        try:
+            yield
+        finally:
+            loader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loader
+            await state.scheduler.close()
+
+    return Starlette(routes=ROUTES, lifespan=lifespan)

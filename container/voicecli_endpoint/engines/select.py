@@ -1,0 +1,52 @@
+"""Choosing and loading an engine by name, importing only what that engine needs.
+
+torch is heavy (seconds to import, a GB of memory), so it is imported only when the torch engine is asked for
+or when "auto" has to find out whether a CUDA GPU is present.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from pathlib import Path
+from typing import Literal
+
+from voicecli_endpoint.engines.base import Engine
+
+log = logging.getLogger(__name__)
+
+EngineName = Literal["auto", "onnx", "torch"]
+ENGINE_NAMES: tuple[EngineName, ...] = ("auto", "onnx", "torch")
+
+
+def cuda_available() -> bool:
+    """Whether torch is installed and sees a CUDA device."""
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def resolve_engine_name(name: str) -> Literal["onnx", "torch"]:
+    """"auto" -> "torch" on a CUDA GPU, else "onnx"; the others unchanged."""
+    if name == "auto":
+        return "torch" if cuda_available() else "onnx"
+    if name == "onnx":
+        return "onnx"
+    if name == "torch":
+        return "torch"
+    raise ValueError(f"unknown engine {name!r}; valid engines: {', '.join(ENGINE_NAMES)}")
+
+
+def load_engine(name: str, models_dir: Path, threads: int = 1) -> Engine:
+    """Load the named engine ("auto", "onnx" or "torch") from `models_dir`."""
+    resolved = resolve_engine_name(name)
+    log.info("loading %s engine (requested %r) from %s with %d thread(s)", resolved, name, models_dir, threads)
+    if resolved == "torch":
+        from voicecli_endpoint.engines.torch_engine import TorchEngine
+
+        return TorchEngine(models_dir, threads)
+    from voicecli_endpoint.engines.onnx_engine import OnnxEngine
+
+    return OnnxEngine(models_dir, threads)

@@ -1,0 +1,267 @@
+"""One WebSocket session of the protocol in `voicecli.protocol` (read its docstring for the rules).
+
+Two tasks per connection: the reader parses every incoming frame and answers bad ones, cancels and the like
+at once; the worker answers synthesis requests one after another, in the order received, so the audio of two
+requests never interleaves. All sends go through one lock, and a dropped request's audio is checked for
+under that lock, so after a `cancelled` frame no frame of a dropped request can follow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from voicecli.protocol import (
+    SAMPLE_RATE,
+    Cancel,
+    CancelAck,
+    ClientMessage,
+    Close,
+    Error,
+    ErrorCode,
+    Limits,
+    ProtocolError,
+    RequestId,
+    ServerMessage,
+    SynthesisComplete,
+    SynthesisRequest,
+    SynthesisStart,
+    Timings,
+    encode_message,
+    parse_client_message,
+)
+from voicecli_endpoint.audio_encoding import stream_encoder
+from voicecli_endpoint.scheduler import CancelToken, JobDropped
+from voicecli_endpoint.synthesis import Synthesizer
+
+log = logging.getLogger(__name__)
+
+_session_ids = itertools.count(1)
+
+
+@dataclass
+class _Pending:
+    request: SynthesisRequest
+    request_id: RequestId
+    received: float
+    token: CancelToken = field(default_factory=CancelToken)
+
+
+class _Gone(Exception):
+    """The client went away while we were sending."""
+
+
+class WebSocketSession:
+    """Serves one accepted WebSocket until the client closes it, sends close, or disconnects."""
+
+    def __init__(
+        self,
+        websocket: WebSocket,
+        synthesizer: Synthesizer,
+        *,
+        limits: Limits,
+        mp3_kbps: int,
+        max_pending: int = 64,
+    ) -> None:
+        self.id = next(_session_ids)
+        self._ws = websocket
+        self._synth = synthesizer
+        self._limits = limits
+        self._mp3_kbps = mp3_kbps
+        self._max_pending = max_pending
+        self._pending: deque[_Pending] = deque()
+        self._has_pending = asyncio.Event()
+        self._current: _Pending | None = None
+        self._closing = False
+        self._send_lock = asyncio.Lock()
+        self._auto_ids = itertools.count(1)
+        self.requests_done = 0
+
+    @property
+    def key(self) -> str:
+        """This session's key in the fair scheduler."""
+        return f"ws-{self.id}"
+
+    async def run(self) -> None:
+        worker = asyncio.create_task(self._work(), name=f"{self.key}-worker")
+        try:
+            await self._read()
+        except _Gone:
+            pass
+        finally:
+            worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await worker
+            for pending in self._pending:
+                pending.token.cancel()
+            if self._current is not None:
+                self._current.token.cancel()
+            dropped = self._synth.scheduler.drop_session(self.key)
+            log.info("session %s ended after %d request(s); %d queued job(s) freed", self.key,
+                     self.requests_done, dropped)
+
+    # ---------------------------------------------------------------------------------------------------- reader
+
+    async def _read(self) -> None:
+        while True:
+            message = await self._ws.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            data: str | bytes | None = message.get("bytes")
+            if data is None:
+                data = message.get("text")
+            if data is None:
+                continue
+            try:
+                parsed = parse_client_message(data, voices=self._synth.voices, limits=self._limits)
+            except ProtocolError as exc:
+                log.info("session %s: rejected message: %s", self.key, exc)
+                await self._send(Error.from_protocol_error(exc))
+                continue
+            await self._dispatch(parsed)
+
+    async def _dispatch(self, message: ClientMessage) -> None:
+        if isinstance(message, SynthesisRequest):
+            await self._enqueue(message)
+        elif isinstance(message, Cancel):
+            await self._cancel(message.request_id)
+        elif isinstance(message, Close):
+            self._closing = True
+            self._has_pending.set()
+
+    async def _enqueue(self, request: SynthesisRequest) -> None:
+        if self._closing:
+            await self._send(Error(ErrorCode.SESSION_CLOSING, "the session is closing", request.request_id))
+            return
+        if len(self._pending) >= self._max_pending:
+            await self._send(Error(ErrorCode.QUEUE_FULL, f"more than {self._max_pending} requests are waiting",
+                                   request.request_id))
+            return
+        request_id = request.request_id if request.request_id is not None else f"{self.key}-{next(self._auto_ids)}"
+        self._pending.append(_Pending(request, request_id, time.perf_counter()))
+        self._has_pending.set()
+
+    async def _cancel(self, request_id: RequestId | None) -> None:
+        dropped: list[RequestId] = []
+        targets = ([self._current] if self._current is not None else []) + list(self._pending)
+        for pending in targets:
+            if not pending.token.cancelled and (request_id is None or pending.request_id == request_id):
+                pending.token.cancel()
+                dropped.append(pending.request_id)
+        self._pending = deque(p for p in self._pending if not p.token.cancelled)
+        self._synth.scheduler.drop_cancelled(self.key)
+        await self._send(CancelAck(request_id, tuple(dropped)))
+
+    # ---------------------------------------------------------------------------------------------------- worker
+
+    async def _work(self) -> None:
+        try:
+            while True:
+                if not self._pending:
+                    if self._closing:
+                        await self._close()
+                        return
+                    self._has_pending.clear()
+                    await self._has_pending.wait()
+                    continue
+                pending = self._pending.popleft()
+                if pending.token.cancelled:
+                    continue
+                self._current = pending
+                try:
+                    await self._serve(pending)
+                finally:
+                    self._current = None
+                self.requests_done += 1
+        except _Gone:
+            return
+
+    async def _close(self) -> None:
+        async with self._send_lock:
+            if self._ws.application_state == WebSocketState.CONNECTED:
+                with contextlib.suppress(Exception):
+                    await self._ws.close(code=1000)
+
+    async def _serve(self, pending: _Pending) -> None:
+        request = pending.request
+        picked = time.perf_counter()
+        session_wait = picked - pending.received
+        engine_wait = synthesis = encoding = 0.0
+        samples = pieces = 0
+        first_audio: float | None = None
+        encoder = stream_encoder(request.format, mp3_kbps=self._mp3_kbps)
+        if not await self._send(SynthesisStart(pending.request_id, request.format, SAMPLE_RATE), pending):
+            return
+        try:
+            pieces_of = self._synth.stream(self.key, request.text, request.voice, request.speed, pending.token)
+            async with contextlib.aclosing(pieces_of) as stream:
+                async for piece in stream:
+                    engine_wait += piece.queue_wait_s
+                    synthesis += piece.synthesis_s
+                    pieces += 1
+                    started = time.perf_counter()
+                    messages = await asyncio.to_thread(encoder.encode, piece.audio)
+                    encoding += time.perf_counter() - started
+                    samples += len(piece.audio)
+                    for data in messages:
+                        if not await self._send_audio(data, pending):
+                            return
+                        if first_audio is None:
+                            first_audio = time.perf_counter() - pending.received
+            started = time.perf_counter()
+            tail = encoder.flush()
+            encoding += time.perf_counter() - started
+            for data in tail:
+                if not await self._send_audio(data, pending):
+                    return
+                if first_audio is None:
+                    first_audio = time.perf_counter() - pending.received
+        except JobDropped:
+            return
+        except _Gone:
+            raise
+        except Exception as exc:
+            log.exception("session %s: synthesis of %r failed", self.key, pending.request_id)
+            await self._send(Error(ErrorCode.SYNTHESIS_FAILED, f"synthesis failed: {exc}", pending.request_id),
+                             pending)
+            return
+        timings = Timings(
+            queue_wait_ms=(session_wait + engine_wait) * 1000,
+            synthesis_ms=synthesis * 1000,
+            encoding_ms=encoding * 1000,
+            audio_s=samples / SAMPLE_RATE,
+            first_audio_ms=None if first_audio is None else first_audio * 1000,
+            chunks=pieces,
+        )
+        await self._send(SynthesisComplete(pending.request_id, timings, time.perf_counter() - pending.received),
+                         pending)
+
+    # ---------------------------------------------------------------------------------------------------- sending
+
+    async def _send(self, message: ServerMessage, about: _Pending | None = None) -> bool:
+        """Send a control frame; False (and nothing sent) when `about` was cancelled meanwhile."""
+        async with self._send_lock:
+            if about is not None and about.token.cancelled:
+                return False
+            try:
+                await self._ws.send_text(encode_message(message))
+            except (WebSocketDisconnect, RuntimeError, OSError) as exc:
+                raise _Gone from exc
+        return True
+
+    async def _send_audio(self, data: bytes, about: _Pending) -> bool:
+        async with self._send_lock:
+            if about.token.cancelled:
+                return False
+            try:
+                await self._ws.send_bytes(data)
+            except (WebSocketDisconnect, RuntimeError, OSError) as exc:
+                raise _Gone from exc
+        return True

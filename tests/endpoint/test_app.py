@@ -1,0 +1,109 @@
+"""The HTTP routes of the real server process: /ping, POST /invocations (batch and streamed), /stats."""
+
+from __future__ import annotations
+
+import io
+import struct
+import wave
+
+import httpx
+import pytest
+
+from tests.conftest import RunningServer
+from tests.endpoint.helpers import assert_whole_mp3_frames, mp3_duration_s
+from voicecli.protocol import CONTENT_TYPES, DEFAULTS, SAMPLE_RATE
+
+pytestmark = pytest.mark.slow
+
+BODY = {"text": "Hi.", "speed": 2.0}
+
+
+def _post(server: RunningServer, body: object, headers: dict[str, str] | None = None) -> httpx.Response:
+    return httpx.post(f"{server.http_url}/invocations", json=body, headers=headers, timeout=120.0)
+
+
+def test_ping_says_ok_once_warm(server: RunningServer) -> None:
+    response = httpx.get(f"{server.http_url}/ping")
+    assert response.status_code == 200 and response.text == "OK"
+
+
+def test_stats_reports_the_loaded_engine(server: RunningServer) -> None:
+    stats = httpx.get(f"{server.http_url}/stats").json()
+    assert stats["ready"] is True and stats["engine"] == "onnx" and stats["voices"] == 54
+    assert stats["warmup_s"] > 0
+
+
+def test_batch_wav_with_timing_headers(server: RunningServer) -> None:
+    response = _post(server, {**BODY, "format": "wav"})
+    assert response.status_code == 200
+    assert response.headers["content-type"] == CONTENT_TYPES["wav"]
+    with wave.open(io.BytesIO(response.content)) as wav:
+        assert (wav.getframerate(), wav.getnchannels(), wav.getsampwidth()) == (SAMPLE_RATE, 1, 2)
+        seconds = wav.getnframes() / SAMPLE_RATE
+    assert seconds > 0
+    assert float(response.headers["x-audio-seconds"]) == pytest.approx(seconds, abs=0.001)
+    assert float(response.headers["x-inference-time-ms"]) > 0
+    rtf = float(response.headers["x-rtf"])
+    assert rtf == pytest.approx(float(response.headers["x-inference-time-ms"]) / 1000 / seconds, rel=0.01)
+
+
+def test_default_format_is_wav(server: RunningServer) -> None:
+    response = _post(server, BODY)
+    assert response.status_code == 200 and response.content[:4] == b"RIFF"
+
+
+def test_batch_mp3_is_whole_frames(server: RunningServer) -> None:
+    response = _post(server, {**BODY, "format": "mp3"})
+    assert response.status_code == 200 and response.headers["content-type"] == "audio/mpeg"
+    assert assert_whole_mp3_frames(response.content) > 0
+    assert mp3_duration_s([response.content]) == pytest.approx(float(response.headers["x-audio-seconds"]),
+                                                               abs=0.15)
+
+
+def test_batch_pcm16(server: RunningServer) -> None:
+    response = _post(server, {**BODY, "format": "pcm16"})
+    assert response.status_code == 200 and response.headers["content-type"] == CONTENT_TYPES["pcm16"]
+    assert len(response.content) == round(float(response.headers["x-audio-seconds"]) * SAMPLE_RATE) * 2
+
+
+def test_streamed_mp3(server: RunningServer) -> None:
+    with httpx.stream("POST", f"{server.http_url}/invocations", json={**BODY, "format": "mp3", "stream": True},
+                      timeout=120.0) as response:
+        assert response.status_code == 200
+        assert "content-length" not in response.headers  # chunked: audio goes out as it is made
+        data = b"".join(response.iter_bytes())
+    assert assert_whole_mp3_frames(data) > 0 and mp3_duration_s([data]) > 0.2
+
+
+def test_accept_header_asks_for_a_stream(server: RunningServer) -> None:
+    response = _post(server, {**BODY, "format": "wav"}, headers={"Accept": "audio/wav; stream=true"})
+    assert response.status_code == 200 and "content-length" not in response.headers
+    riff_size, = struct.unpack_from("<I", response.content, 4)
+    assert riff_size == 0xFFFFFFFF  # a streaming WAV header: sizes unknown when it was sent
+    assert len(response.content) > 44
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"text": ""}, "empty_text"),
+        ({"text": "Hi.", "voice": "nobody"}, "unknown_voice"),
+        ({"text": "Hi.", "speed": 0.1}, "bad_speed"),
+        ({"text": "Hi.", "format": "flac"}, "unknown_format"),
+        ({"text": "Hi.", "stream": "yes"}, "bad_field"),
+        ({"text": "x" * (DEFAULTS.limits.max_text_chars + 1)}, "text_too_long"),
+        ([1], "not_an_object"),
+    ],
+)
+def test_bad_body_is_a_4xx_json_error(server: RunningServer, body: object, code: str) -> None:
+    response = _post(server, body)
+    assert response.status_code == 400
+    assert response.json()["code"] == code and response.json()["message"]
+
+
+def test_malformed_and_oversized_bodies(server: RunningServer) -> None:
+    url = f"{server.http_url}/invocations"
+    malformed = httpx.post(url, content=b"{nope", timeout=30)
+    assert malformed.status_code == 400 and malformed.json()["code"] == "malformed_json"
+    huge = httpx.post(url, content=b" " * (DEFAULTS.limits.max_frame_bytes + 1), timeout=30)
+    assert huge.status_code == 413 and huge.json()["code"] == "frame_too_large"

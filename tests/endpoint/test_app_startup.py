@@ -1,0 +1,51 @@
+"""The app before and without a model: /ping and the routes say so instead of hanging or crashing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+from voicecli_endpoint.app import ROUTES, EndpointSettings, EndpointState, create_app
+
+from voicecli.protocol import Error, parse_server_message
+
+
+def test_declared_routes() -> None:
+    paths = {getattr(route, "path", None) for route in ROUTES}
+    assert paths == {"/ping", "/invocations", "/invocations-bidirectional-stream", "/stats"}
+
+
+def test_ping_is_503_while_loading(tmp_path: Path) -> None:
+    app = create_app(engine="onnx", models_dir=tmp_path)
+    app.state.endpoint = EndpointState(EndpointSettings())  # as during start-up: nothing loaded yet
+    client = TestClient(app)  # not entered: the lifespan (and loading) does not run
+    assert client.get("/ping").status_code == 503
+    response = client.post("/invocations", json={"text": "Hi."})
+    assert response.status_code == 503 and response.json()["code"] == "not_ready"
+
+
+def test_failed_load_is_reported(tmp_path: Path) -> None:
+    app = create_app(engine="onnx", models_dir=tmp_path)
+    with TestClient(app) as client:
+        state: EndpointState = app.state.endpoint
+        assert client.portal is not None
+        client.portal.call(state.ready.wait)
+        ping = client.get("/ping")
+        assert ping.status_code == 500 and "voicecli models install" in ping.text
+        assert client.get("/stats").json()["load_error"]
+        with client.websocket_connect("/invocations-bidirectional-stream") as ws:
+            error = parse_server_message(ws.receive_text())
+            assert isinstance(error, Error) and error.code == "not_ready"
+            with pytest.raises(WebSocketDisconnect) as closed:
+                ws.receive_text()
+            assert closed.value.code == 1011
+
+
+def test_overrides_build_the_settings(tmp_path: Path) -> None:
+    app = create_app(EndpointSettings(threads=3), engine="onnx", models_dir=tmp_path, max_text_chars=10)
+    with TestClient(app):
+        settings = app.state.endpoint.settings
+    assert (settings.engine, settings.models_dir, settings.threads) == ("onnx", tmp_path, 3)
+    assert settings.limits.max_text_chars == 10 and settings.limits.max_frame_bytes == 64 * 1024

@@ -1,0 +1,52 @@
+"""Chunking phonemes into sentence / clause pieces within the model's context."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from voicecli_endpoint.chunking import MAX_PHONEMES, ChunkPolicy, chunk_phonemes
+
+
+def test_every_sentence_is_a_piece() -> None:
+    assert chunk_phonemes("həlˈO. hˌW ɑɹ ju? fˈIn!") == ["həlˈO.", "hˌW ɑɹ ju?", "fˈIn!"]
+
+
+def test_closing_quotes_stay_with_their_sentence() -> None:
+    assert chunk_phonemes("hi sˈɛd “nˈO.” ðˈɛn lˈɛft.") == ["hi sˈɛd “nˈO.”", "ðˈɛn lˈɛft."]
+
+
+def test_first_sentence_is_cut_at_its_first_long_enough_clause() -> None:
+    first = "wˈɛl, ˈæftəɹ ɐ vˈɛɹi lˈɔŋ dˈA æt wˈɜɹk, ˈI θˈɪŋk wi ʃˌʊd ɹˈɛst."
+    assert chunk_phonemes(first + " ˈOkˌA.") == [
+        "wˈɛl, ˈæftəɹ ɐ vˈɛɹi lˈɔŋ dˈA æt wˈɜɹk,",  # "wˈɛl," alone is too short to sound natural
+        "ˈI θˈɪŋk wi ʃˌʊd ɹˈɛst.",
+        "ˈOkˌA.",
+    ]
+
+
+def test_later_sentences_are_not_cut_at_clauses() -> None:
+    text = "ˈOkˌA. ˈæftəɹ ɐ vˈɛɹi lˈɔŋ dˈA æt wˈɜɹk, ˈI θˈɪŋk wi ʃˌʊd ɹˈɛst."
+    assert len(chunk_phonemes(text)) == 2
+
+
+def test_clause_cutting_can_be_turned_off() -> None:
+    text = "ˈæftəɹ ɐ vˈɛɹi lˈɔŋ dˈA æt wˈɜɹk, ˈI θˈɪŋk wi ʃˌʊd ɹˈɛst."
+    assert chunk_phonemes(text, ChunkPolicy(first_clause_min=0)) == [text]
+
+
+def test_bare_punctuation_is_dropped() -> None:
+    assert chunk_phonemes("!!! ... ?") == []
+    assert chunk_phonemes("hˈI. ...") == ["hˈI."]
+
+
+words = st.text(alphabet="abdefhiklmnOAIstuvwzæðŋɑɔəɛɪʊʌˈˌ", min_size=1, max_size=14)
+marks = st.sampled_from(["", "", "", ",", ".", "!", "?", ";", " —"])
+
+
+@given(st.lists(st.tuples(words, marks), min_size=1, max_size=250))
+def test_pieces_fit_the_context_and_lose_nothing(tokens: list[tuple[str, str]]) -> None:
+    phonemes = " ".join(word + mark for word, mark in tokens)
+    pieces = chunk_phonemes(phonemes)
+    assert all(0 < len(piece) <= MAX_PHONEMES for piece in pieces)
+    letters = [ch for ch in phonemes if ch.isalpha()]
+    assert [ch for piece in pieces for ch in piece if ch.isalpha()] == letters

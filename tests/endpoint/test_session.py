@@ -1,0 +1,244 @@
+"""The WebSocket protocol against the real server process, over loopback, with the `websockets` client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+from websockets.asyncio.client import connect
+
+from tests.conftest import RunningServer
+from tests.endpoint.helpers import (
+    assert_whole_mp3_frames,
+    mp3_duration_s,
+    next_control,
+    read_answers,
+    recv_frame,
+    send_json,
+)
+from voicecli.protocol import (
+    DEFAULTS,
+    PCM_MAGIC,
+    CancelAck,
+    Control,
+    Error,
+    ErrorCode,
+    Mp3Audio,
+    SynthesisComplete,
+    SynthesisStart,
+)
+
+pytestmark = pytest.mark.slow
+
+SHORT = "Hi."
+FAST = 2.0
+"""Speed for the many throw-away requests: half the audio, about half the synthesis time."""
+
+
+async def test_aws_sample_shape_as_text_frame(server: RunningServer) -> None:
+    """The AWS sample's exact message: no type, text/voice/speed/request_id/request_timestamp."""
+    async with connect(server.ws_url) as ws:
+        await send_json(ws, {"text": SHORT, "voice": "af_heart", "speed": 1.0, "request_id": "aws-1",
+                             "request_timestamp": 1764400000.123})
+        received = await read_answers(ws, 1)
+    [answer] = received.answers
+    assert answer.start == SynthesisStart("aws-1", "mp3", 24_000)
+    assert answer.complete is not None and answer.complete.request_id == "aws-1"
+    assert answer.audio, "no audio frames"
+    for part in answer.audio:
+        assert_whole_mp3_frames(part)
+    timings = answer.complete.timings
+    assert timings.audio_s > 0 and timings.chunks == 1 and timings.first_audio_ms is not None
+    assert answer.complete.total_duration_s == timings.audio_s
+    # lame adds under 0.1 s of encoder delay and padding
+    assert abs(mp3_duration_s(answer.audio) - timings.audio_s) < 0.15
+
+
+async def test_binary_frames_are_decoded_as_utf8(server: RunningServer) -> None:
+    """SageMaker forwards client messages as BINARY frames."""
+    async with connect(server.ws_url) as ws:
+        await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": 7, "format": "pcm16"}, binary=True)
+        received = await read_answers(ws, 1)
+    [answer] = received.answers
+    assert answer.start is not None and answer.start.format == "pcm16" and answer.start.request_id == 7
+    assert answer.complete is not None
+    samples = sum(len(part) for part in answer.audio) // 2
+    assert samples == round(answer.complete.timings.audio_s * 24_000)
+
+
+async def test_pcm_frames_carry_the_framing_header(server: RunningServer) -> None:
+    async with connect(server.ws_url) as ws:
+        await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": "p", "format": "pcm16"})
+        raw: list[bytes] = []
+        while True:
+            data = await asyncio.wait_for(ws.recv(), 120)
+            if isinstance(data, bytes):
+                raw.append(data)
+            elif json.loads(data)["type"] == "synthesis_complete":
+                break
+    assert raw and all(part.startswith(PCM_MAGIC) for part in raw)
+
+
+async def test_request_id_is_assigned_when_missing(server: RunningServer) -> None:
+    async with connect(server.ws_url) as ws:
+        await send_json(ws, {"text": SHORT, "speed": FAST})
+        received = await read_answers(ws, 1)
+    [answer] = received.answers
+    assert isinstance(answer.request_id, str) and answer.request_id
+    assert answer.complete is not None and answer.complete.request_id == answer.request_id
+
+
+async def test_thirty_messages_on_one_connection(server: RunningServer) -> None:
+    async with connect(server.ws_url) as ws:
+        for index in range(30):
+            await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": f"m{index}"})
+            received = await read_answers(ws, 1)
+            [answer] = received.answers
+            assert answer.request_id == f"m{index}" and answer.complete is not None and answer.audio
+
+
+async def test_pipelined_requests_are_answered_in_order_without_interleaving(server: RunningServer) -> None:
+    async with connect(server.ws_url) as ws:
+        for name in ("one", "two", "three"):
+            await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": name})
+        received = await read_answers(ws, 3)  # asserts no interleaving
+    assert [answer.request_id for answer in received.answers] == ["one", "two", "three"]
+    assert all(answer.complete is not None and answer.audio for answer in received.answers)
+    waits = [answer.complete.timings.queue_wait_ms for answer in received.answers if answer.complete]
+    assert waits[2] > waits[0]  # the third waited for the two before it: the queue wait is measured
+
+
+async def test_cancel_drops_queued_and_current_and_session_stays_usable(server: RunningServer) -> None:
+    async with connect(server.ws_url) as ws:
+        await send_json(ws, {"text": "One sentence here. Another one here. And a third one.", "request_id": "long"})
+        await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": "queued"})
+        start = await next_control(ws)
+        assert isinstance(start, SynthesisStart) and start.request_id == "long"
+        await send_json(ws, {"type": "cancel"})
+        # Audio of "long" may still arrive before the ack, never after it.
+        while True:
+            frame = await recv_frame(ws)
+            if isinstance(frame, Control):
+                ack = frame.message
+                break
+        assert isinstance(ack, CancelAck) and ack.request_id is None
+        assert set(ack.dropped) == {"long", "queued"}
+        await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": "after"})
+        received = await read_answers(ws, 1)
+    assert [answer.request_id for answer in received.answers] == ["after"]  # nothing of the dropped ones
+    assert received.answers[0].complete is not None
+
+
+async def test_cancel_one_queued_request_by_id(server: RunningServer) -> None:
+    async with connect(server.ws_url) as ws:
+        await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": "keep"})
+        await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": "drop"})
+        await send_json(ws, {"type": "cancel", "request_id": "drop"})
+        received = await read_answers(ws, 1)
+        await send_json(ws, {"type": "cancel", "request_id": "unknown"})
+        ack_unknown = await next_control(ws)
+    assert [answer.request_id for answer in received.answers] == ["keep"]
+    assert CancelAck("drop", ("drop",)) in received.others
+    assert ack_unknown == CancelAck("unknown", ())
+
+
+async def test_close_finishes_received_requests_then_closes(server: RunningServer) -> None:
+    async with connect(server.ws_url) as ws:
+        await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": "last"})
+        await send_json(ws, {"type": "close"})
+        received = await read_answers(ws, 1)
+        with pytest.raises(websockets.ConnectionClosedOK):
+            await asyncio.wait_for(ws.recv(), 30)
+        assert ws.close_code == 1000
+    assert received.answers[0].complete is not None and received.answers[0].audio
+
+
+def _oversized() -> str:
+    return json.dumps({"text": SHORT, "padding": "x" * (DEFAULTS.limits.max_frame_bytes + 10)})
+
+
+BAD_MESSAGES: list[tuple[str, Any, ErrorCode]] = [
+    ("malformed_json", '{"text": "Hi."', ErrorCode.MALFORMED_JSON),
+    ("invalid_utf8", b'{"text": "\xff\xfe"}', ErrorCode.INVALID_UTF8),
+    ("not_an_object", "[1, 2]", ErrorCode.NOT_AN_OBJECT),
+    ("empty_text", json.dumps({"text": "", "request_id": "e"}), ErrorCode.EMPTY_TEXT),
+    ("whitespace_text", json.dumps({"text": " \n\t ", "request_id": "w"}), ErrorCode.EMPTY_TEXT),
+    ("text_too_long", json.dumps({"text": "a" * (DEFAULTS.limits.max_text_chars + 1)}), ErrorCode.TEXT_TOO_LONG),
+    ("unknown_voice", json.dumps({"text": SHORT, "voice": "xx_nobody", "request_id": "v"}),
+     ErrorCode.UNKNOWN_VOICE),
+    ("speed_too_high", json.dumps({"text": SHORT, "speed": 2.5}), ErrorCode.BAD_SPEED),
+    ("speed_not_a_number", json.dumps({"text": SHORT, "speed": "fast"}), ErrorCode.BAD_SPEED),
+    ("unknown_format", json.dumps({"text": SHORT, "format": "ogg"}), ErrorCode.UNKNOWN_FORMAT),
+    ("unknown_type", json.dumps({"type": "dance"}), ErrorCode.UNKNOWN_TYPE),
+    ("oversized_frame", _oversized(), ErrorCode.FRAME_TOO_LARGE),
+]
+
+
+@pytest.mark.parametrize(("message", "expected"), [(m, c) for _, m, c in BAD_MESSAGES],
+                         ids=[name for name, _, _ in BAD_MESSAGES])
+async def test_bad_message_gets_an_error_and_the_session_goes_on(
+    server: RunningServer, message: str | bytes, expected: ErrorCode
+) -> None:
+    async with connect(server.ws_url, max_size=None) as ws:
+        await ws.send(message)
+        error = await next_control(ws)
+        assert isinstance(error, Error) and error.code == expected, error
+        if expected == ErrorCode.UNKNOWN_VOICE:
+            assert "af_heart" in error.message and "am_michael" in error.message
+            assert error.request_id == "v"
+        await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": "ok"})
+        received = await read_answers(ws, 1)
+    assert received.answers[0].request_id == "ok" and received.answers[0].complete is not None
+
+
+async def _stats(server: RunningServer) -> dict[str, Any]:
+    async with httpx.AsyncClient() as client:
+        response = await client.get(f"{server.http_url}/stats")
+    stats: dict[str, Any] = response.json()
+    return stats
+
+
+async def test_disconnect_mid_synthesis_frees_the_queue(server: RunningServer) -> None:
+    sentences = " ".join(f"Sentence number {n}." for n in range(1, 13))
+    before = await _stats(server)
+    async with connect(server.ws_url) as first:
+        await send_json(first, {"text": sentences, "request_id": "abandoned"})
+        await send_json(first, {"text": SHORT, "request_id": "never"})
+        while not isinstance(await recv_frame(first), Mp3Audio):
+            pass  # leave once the first sentence's audio arrived
+    async with connect(server.ws_url) as second:
+        await send_json(second, {"text": SHORT, "speed": FAST, "request_id": "served"})
+        received = await read_answers(second, 1)
+        assert received.answers[0].complete is not None
+        during = await _stats(server)
+        assert during["active_sessions"] == 1  # the abandoned session is gone
+        assert during["scheduler"]["queued"] == 0
+        await send_json(second, {"text": SHORT, "speed": FAST, "request_id": "again"})
+        again = await read_answers(second, 1)
+        assert again.answers[0].complete is not None
+        after = await _stats(server)
+    # Between the two stats only "again" was synthesized: nothing of the abandoned session kept running.
+    assert after["pieces_synthesized"] - during["pieces_synthesized"] == again.answers[0].complete.timings.chunks
+    # And far fewer than the abandoned request's 12 pieces ever ran.
+    assert during["pieces_synthesized"] - before["pieces_synthesized"] < 12
+
+
+async def test_two_sessions_are_served_fairly(server: RunningServer) -> None:
+    many = " ".join(f"Part {n}." for n in range(1, 7))
+    async with connect(server.ws_url) as long_session, connect(server.ws_url) as short_session:
+        await send_json(long_session, {"text": many, "request_id": "long"})
+        start = await next_control(long_session)
+        assert isinstance(start, SynthesisStart)
+        await send_json(short_session, {"text": SHORT, "speed": FAST, "request_id": "short"})
+        short_done = asyncio.create_task(read_answers(short_session, 1))
+        long_done = asyncio.create_task(read_answers(long_session, 1, started=start))
+        done, _ = await asyncio.wait({short_done, long_done}, return_when=asyncio.FIRST_COMPLETED)
+        # Round-robin: the one-sentence request finishes while the six-sentence one is still going.
+        assert short_done in done and long_done not in done
+        long_answers = await long_done
+    complete = long_answers.answers[0].complete
+    assert isinstance(complete, SynthesisComplete) and complete.timings.chunks == 6

@@ -1,0 +1,220 @@
+"""voicecli.protocol: parsing, validation, server messages and frame classification."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from voicecli.protocol import (
+    DEFAULTS,
+    PCM_MAGIC,
+    Cancel,
+    CancelAck,
+    Close,
+    Control,
+    Error,
+    ErrorCode,
+    InvocationRequest,
+    Limits,
+    Mp3Audio,
+    PcmAudio,
+    ProtocolError,
+    ServerMessage,
+    SynthesisComplete,
+    SynthesisRequest,
+    SynthesisStart,
+    Timings,
+    accept_requests_stream,
+    classify_frame,
+    decode_pcm_frame,
+    encode_message,
+    encode_pcm_frame,
+    mp3_frame_length,
+    parse_client_message,
+    parse_invocation,
+    parse_server_message,
+)
+
+VOICES = ("af_heart", "am_michael", "bf_emma")
+
+
+def parse(obj: Any, **kwargs: Any) -> Any:
+    return parse_client_message(json.dumps(obj), voices=VOICES, **kwargs)
+
+
+def error_of(data: str | bytes, **kwargs: Any) -> ProtocolError:
+    with pytest.raises(ProtocolError) as caught:
+        parse_client_message(data, voices=VOICES, **kwargs)
+    return caught.value
+
+
+def test_aws_sample_shape_is_a_synthesis_request() -> None:
+    message = parse({"text": "Hello.", "voice": "am_michael", "speed": 1.2, "request_id": "r1",
+                     "request_timestamp": 1764400000.5})
+    assert message == SynthesisRequest("Hello.", "am_michael", 1.2, "r1", "mp3", 1764400000.5)
+
+
+def test_defaults_and_binary_frames() -> None:
+    message = parse_client_message(b'{"text": "Hi."}', voices=VOICES)
+    assert message == SynthesisRequest("Hi.", DEFAULTS.voice, 1.0, None, "mp3")
+
+
+def test_unknown_fields_are_tolerated_and_kept() -> None:
+    message = parse({"text": "Hi.", "client": "x", "sample_rate": 24000, "format": "pcm16"})
+    assert isinstance(message, SynthesisRequest)
+    assert message.extra == {"client": "x"} and message.sample_rate == 24000 and message.format == "pcm16"
+
+
+def test_explicit_type_and_round_trip() -> None:
+    request = SynthesisRequest("Hi.", "bf_emma", 0.8, 5, "pcm16", sample_rate=24000)
+    assert parse_client_message(encode_message(request), voices=VOICES) == request
+
+
+def test_cancel_and_close() -> None:
+    assert parse({"type": "cancel"}) == Cancel(None)
+    assert parse({"type": "cancel", "request_id": "a"}) == Cancel("a")
+    assert parse({"type": "close"}) == Close()
+    assert parse_client_message(encode_message(Cancel(3))) == Cancel(3)
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        ("{nope", ErrorCode.MALFORMED_JSON),
+        (b"\xff\xfe", ErrorCode.INVALID_UTF8),
+        ("[1]", ErrorCode.NOT_AN_OBJECT),
+        ('"text"', ErrorCode.NOT_AN_OBJECT),
+        ('{"text": ""}', ErrorCode.EMPTY_TEXT),
+        ('{"text": "  \\n "}', ErrorCode.EMPTY_TEXT),
+        ('{"type": "synthesize"}', ErrorCode.EMPTY_TEXT),
+        ('{"text": 5}', ErrorCode.BAD_FIELD),
+        ('{"text": "Hi.", "voice": "zz"}', ErrorCode.UNKNOWN_VOICE),
+        ('{"text": "Hi.", "voice": 1}', ErrorCode.BAD_FIELD),
+        ('{"text": "Hi.", "speed": 0.49}', ErrorCode.BAD_SPEED),
+        ('{"text": "Hi.", "speed": 2.01}', ErrorCode.BAD_SPEED),
+        ('{"text": "Hi.", "speed": true}', ErrorCode.BAD_SPEED),
+        ('{"text": "Hi.", "speed": "1"}', ErrorCode.BAD_SPEED),
+        ('{"text": "Hi.", "speed": NaN}', ErrorCode.BAD_SPEED),
+        ('{"text": "Hi.", "format": "wav"}', ErrorCode.UNKNOWN_FORMAT),
+        ('{"text": "Hi.", "request_id": [1]}', ErrorCode.BAD_FIELD),
+        ('{"text": "Hi.", "request_id": true}', ErrorCode.BAD_FIELD),
+        ('{"text": "Hi.", "sample_rate": 16000}', ErrorCode.UNSUPPORTED_SAMPLE_RATE),
+        ('{"text": "Hi.", "request_timestamp": {}}', ErrorCode.BAD_FIELD),
+        ('{"type": "dance"}', ErrorCode.UNKNOWN_TYPE),
+        ("{}", ErrorCode.UNKNOWN_TYPE),
+    ],
+)
+def test_bad_messages(data: str | bytes, code: ErrorCode) -> None:
+    assert error_of(data).code == code
+
+
+def test_text_limit_is_inclusive_and_configurable() -> None:
+    assert isinstance(parse({"text": "a" * DEFAULTS.limits.max_text_chars}), SynthesisRequest)
+    assert error_of(json.dumps({"text": "a" * 2001})).code == ErrorCode.TEXT_TOO_LONG
+    assert error_of(json.dumps({"text": "abcdef"}), limits=Limits(max_text_chars=5)).code == ErrorCode.TEXT_TOO_LONG
+
+
+def test_frame_size_is_checked_before_decoding() -> None:
+    small = Limits(max_frame_bytes=16)
+    assert error_of(b"\xff" * 17, limits=small).code == ErrorCode.FRAME_TOO_LARGE
+    assert error_of("é" * 9, limits=small).code == ErrorCode.FRAME_TOO_LARGE  # 18 bytes in UTF-8
+
+
+def test_errors_carry_the_request_id_when_readable() -> None:
+    error = error_of('{"text": "Hi.", "voice": "zz", "request_id": "abc"}')
+    assert error.request_id == "abc"
+    assert "af_heart, am_michael, bf_emma" in error.message
+    assert Error.from_protocol_error(error) == Error("unknown_voice", error.message, "abc")
+
+
+def test_no_voice_check_without_a_voice_list() -> None:
+    message = parse_client_message('{"text": "Hi.", "voice": "anything"}')
+    assert isinstance(message, SynthesisRequest) and message.voice == "anything"
+
+
+def test_server_messages_round_trip() -> None:
+    timings = Timings(1.5, 200.25, 3.0, 1.25, 210.0, 2)
+    messages: list[ServerMessage] = [
+        SynthesisStart("a", "mp3", 24_000),
+        SynthesisComplete(7, timings, 0.5),
+        Error("unknown_voice", "no such voice", None),
+        CancelAck(None, ("a", 7)),
+    ]
+    for message in messages:
+        assert parse_server_message(encode_message(message)) == message
+
+
+def test_synthesis_complete_keeps_the_aws_fields() -> None:
+    obj = json.loads(encode_message(SynthesisComplete("a", Timings(1, 2, 3, 1.5), 0.75)))
+    assert obj["total_duration_s"] == 1.5 and obj["elapsed_s"] == 0.75
+    assert set(obj["timings"]) >= {"queue_wait_ms", "synthesis_ms", "encoding_ms", "audio_s"}
+
+
+def test_bad_server_messages() -> None:
+    with pytest.raises(ProtocolError):
+        parse_server_message('{"type": "synthesis_start"}')
+    with pytest.raises(ProtocolError):
+        parse_server_message('{"type": "mystery"}')
+
+
+def test_invocation_body() -> None:
+    body = parse_invocation(b'{"text": "Hi.", "format": "mp3", "stream": true}', voices=VOICES)
+    assert body == InvocationRequest("Hi.", DEFAULTS.voice, 1.0, "mp3", True)
+    assert parse_invocation(b'{"text": "Hi."}').format == "wav"
+    with pytest.raises(ProtocolError) as caught:
+        parse_invocation(b'{"text": "Hi.", "format": "ogg"}')
+    assert caught.value.code == ErrorCode.UNKNOWN_FORMAT
+
+
+@pytest.mark.parametrize(
+    ("accept", "expected"),
+    [(None, False), ("audio/mpeg", False), ("audio/mpeg; stream=true", True), ("*/*, audio/wav;stream=TRUE", True),
+     ("audio/wav; stream=false", False)],
+)
+def test_accept_header_streaming(accept: str | None, expected: bool) -> None:
+    assert accept_requests_stream(accept) is expected
+
+
+def test_mp3_frame_length_of_lame_24khz_64kbps() -> None:
+    # MPEG-2 Layer III, 64 kbps, 24 kHz, no padding: 72 * 64000 / 24000 = 192 bytes (576 samples, 24 ms).
+    assert mp3_frame_length(bytes([0xFF, 0xF3, 0x84, 0xC4])) == 192
+    assert mp3_frame_length(bytes([0xFF, 0xF3, 0x86, 0xC4])) == 193  # padding bit
+    assert mp3_frame_length(bytes([0xFF, 0xFB, 0x90, 0x64])) == 417  # MPEG-1 128 kbps 44.1 kHz
+    with pytest.raises(ValueError):
+        mp3_frame_length(b"{\"a")
+
+
+def test_classify_frames() -> None:
+    assert classify_frame('{"type":"cancelled","request_id":null,"dropped":[]}') == Control(CancelAck(None, ()))
+    assert classify_frame(b'{"type":"cancelled","request_id":null,"dropped":[]}') == Control(CancelAck(None, ()))
+    assert classify_frame(b"\xff\xf3\x84\xc4" + bytes(188)) == Mp3Audio(b"\xff\xf3\x84\xc4" + bytes(188))
+    assert classify_frame(encode_pcm_frame(b"\x01\x00\x02\x00")) == PcmAudio(b"\x01\x00\x02\x00")
+    with pytest.raises(ProtocolError):
+        classify_frame(b"RIFF")
+    with pytest.raises(ProtocolError):
+        classify_frame(PCM_MAGIC + b"\x00\x00\x00\x04\x01\x00")  # announces 4 bytes, carries 2
+
+
+@given(st.binary(max_size=2000).map(lambda b: b[: len(b) // 2 * 2]))
+def test_pcm_frames_round_trip_and_are_never_json_or_mp3(samples: bytes) -> None:
+    frame = encode_pcm_frame(samples)
+    assert frame[:1] not in (b"{", b"\xff")
+    assert decode_pcm_frame(frame) == samples
+    classified = classify_frame(frame)
+    assert isinstance(classified, PcmAudio) and classified.num_samples == len(samples) // 2
+
+
+def test_odd_pcm_payload_is_refused() -> None:
+    with pytest.raises(ValueError):
+        encode_pcm_frame(b"\x01")
+
+
+@given(st.text(min_size=1, max_size=50).filter(str.strip), st.sampled_from(VOICES),
+       st.floats(min_value=0.5, max_value=2.0), st.one_of(st.none(), st.text(max_size=10), st.integers()))
+def test_any_valid_request_round_trips(text: str, voice: str, speed: float, request_id: str | int | None) -> None:
+    request = SynthesisRequest(text, voice, speed, request_id)
+    assert parse_client_message(encode_message(request), voices=VOICES) == request

@@ -1,0 +1,704 @@
+"""The voicecli TTS wire protocol, defined once for the Kokoro endpoint and every client.
+
+This docstring is the protocol's documentation; the code below is its only implementation.
+
+WebSocket route: ``/invocations-bidirectional-stream``
+======================================================
+
+One connection is one session. It stays open for any number of requests until the client sends ``{"type":
+"close"}`` or disconnects; a bad message never closes it (the server answers with an error frame). Client
+messages may arrive as TEXT or BINARY WebSocket frames (SageMaker forwards everything as binary); binary
+frames are decoded as UTF-8. Each message is ONE JSON object.
+
+Client -> server
+----------------
+* Synthesis request. A message with no ``"type"`` and a ``"text"`` is a synthesis request, so the AWS
+  sample's shape ``{"text", "voice", "speed", "request_id"}`` (optionally ``"request_timestamp"``,
+  ``"sample_rate"``) works as is. An explicit ``"type": "synthesize"`` is accepted too. Fields:
+
+  - ``text`` (string, required): not blank, at most ``max_text_chars`` characters (2000 by default).
+  - ``voice`` (string, default ``af_heart``): one of the server's voices (an error lists them).
+  - ``speed`` (number, default 1.0): 0.5 to 2.0.
+  - ``request_id`` (string or integer, optional): echoed on every frame about this request. When absent the
+    server assigns one (a string) and tells it in ``synthesis_start``.
+  - ``format`` (``"mp3"`` default, or ``"pcm16"``): the audio encoding of the binary frames.
+  - ``request_timestamp`` (number or string, optional) and any unknown field: accepted and ignored.
+  - ``sample_rate`` (integer, optional): if given it must be 24000, the only rate Kokoro produces.
+
+* ``{"type": "cancel", "request_id": ...}``: drop that request, whether queued or being synthesized
+  (synthesis stops between chunks). Without ``request_id`` (or with null) every request of the session is
+  dropped.
+* ``{"type": "close"}``: the server finishes every request already received, then closes the WebSocket (code
+  1000).
+
+Server -> client
+----------------
+Requests are answered strictly in the order they were received (pipelining is fine: send several before
+reading), and the audio of two requests never interleaves. For each request, in order:
+
+1. TEXT frame ``{"type": "synthesis_start", "request_id", "format", "sample_rate"}``.
+2. BINARY audio frames, sent as soon as each piece (sentence or clause) of the text is synthesized:
+
+   - mp3: MPEG-2 Layer III, 24 kHz mono (64 kbps by default). Every binary frame holds a whole number of MP3
+     frames, so it starts with the sync byte 0xFF and can be decoded on its own.
+   - pcm16: ``b"\\x00PCM"`` + u32 big-endian byte count + that many bytes of signed 16-bit little-endian
+     mono samples at 24 kHz. The leading NUL means it can never be mistaken for JSON (``{``) or MP3 (0xFF).
+
+3. Exactly one terminal frame: ``{"type": "synthesis_complete", "request_id", "timings": {...},
+   "total_duration_s", "elapsed_s"}``, or ``{"type": "error", "request_id", "code", "message"}``, or the
+   request's id listed in the ``dropped`` list of a ``cancelled`` frame.
+
+``timings``: ``queue_wait_ms`` (time the request waited: behind earlier requests of its session and for the
+shared engine), ``synthesis_ms`` (G2P + inference), ``encoding_ms``, ``audio_s`` (seconds of audio sent),
+``first_audio_ms`` (receipt to first audio frame, null if none) and ``chunks`` (pieces synthesized).
+``total_duration_s`` (= audio_s) and ``elapsed_s`` (receipt to completion, seconds) keep the AWS sample's
+fields.
+
+Frames that are not about the request being answered may arrive between its start and its terminal frame:
+
+* ``{"type": "error", "request_id", "code", "message"}`` for a rejected message is sent at once
+  (``request_id`` is the message's own when it could be read, else null). Codes: see ``ErrorCode``.
+* ``{"type": "cancelled", "request_id", "dropped": [...]}`` answers a cancel at once. After it no frame of a
+  dropped request follows (its audio stops mid-stream, on an MP3/PCM frame boundary; no synthesis_complete
+  is sent for it).
+
+Frame classification for opaque bytes
+-------------------------------------
+A client that receives bytes without the WebSocket frame type (SageMaker bidirectional streaming delivers
+each container frame as a PayloadPart) uses ``classify_frame``: a frame starting with ``{`` is a JSON
+control message, ``0xFF`` an MP3 audio frame, ``\\x00PCM`` a PCM16 audio frame.
+
+HTTP route: ``POST /invocations``
+=================================
+
+Body: JSON ``{"text", "voice", "speed", "format": "wav"|"mp3"|"pcm16" (default wav), "stream": bool}`` with
+the same limits. ``stream`` (or an ``Accept`` header carrying the parameter ``stream=true``) returns the
+audio as it is synthesized in a chunked response, which is what SageMaker's InvokeEndpointWithResponseStream
+forwards; wav is then a WAV header with unknown sizes followed by PCM16, mp3 is a plain MP3 stream, pcm16
+raw little-endian samples (no framing). Part boundaries of a response stream are arbitrary: re-align MP3
+with ``mp3_frame_length``. Without streaming the whole audio comes back with headers
+``X-Inference-Time-Ms``, ``X-RTF``, ``X-Audio-Seconds``, ``X-Queue-Wait-Ms``. Bad input: status 4xx with
+JSON ``{"code", "message"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar, Final, Literal
+
+SAMPLE_RATE: Final = 24_000
+"""The only output rate: Kokoro-82M's."""
+
+AudioFormat = Literal["mp3", "pcm16"]
+"""Audio encodings of the WebSocket route."""
+HttpAudioFormat = Literal["wav", "mp3", "pcm16"]
+"""Audio encodings of POST /invocations."""
+RequestId = str | int
+
+AUDIO_FORMATS: Final[tuple[AudioFormat, ...]] = ("mp3", "pcm16")
+HTTP_AUDIO_FORMATS: Final[tuple[HttpAudioFormat, ...]] = ("wav", "mp3", "pcm16")
+
+PCM_MAGIC: Final = b"\x00PCM"
+"""Start of a PCM16 audio frame: a NUL first, so neither JSON ('{') nor MP3 (0xFF)."""
+_PCM_HEADER = struct.Struct(">4sI")
+PCM_HEADER_BYTES: Final = _PCM_HEADER.size
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the server accepts. Shared so a client can check before sending."""
+
+    max_text_chars: int = 2000
+    max_frame_bytes: int = 64 * 1024
+    min_speed: float = 0.5
+    max_speed: float = 2.0
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """Values used when a request leaves a field out."""
+
+    voice: str = "af_heart"
+    speed: float = 1.0
+    format: AudioFormat = "mp3"
+    http_format: HttpAudioFormat = "wav"
+    limits: Limits = field(default_factory=Limits)
+
+
+DEFAULTS: Final = Defaults()
+
+
+class ErrorCode(StrEnum):
+    """Machine-readable reasons in error frames and HTTP error bodies."""
+
+    INVALID_UTF8 = "invalid_utf8"
+    MALFORMED_JSON = "malformed_json"
+    NOT_AN_OBJECT = "not_an_object"
+    EMPTY_TEXT = "empty_text"
+    TEXT_TOO_LONG = "text_too_long"
+    UNKNOWN_VOICE = "unknown_voice"
+    BAD_SPEED = "bad_speed"
+    UNKNOWN_FORMAT = "unknown_format"
+    UNKNOWN_TYPE = "unknown_type"
+    FRAME_TOO_LARGE = "frame_too_large"
+    BAD_FIELD = "bad_field"
+    UNSUPPORTED_SAMPLE_RATE = "unsupported_sample_rate"
+    # Raised by the server, not by parsing:
+    QUEUE_FULL = "queue_full"
+    SESSION_CLOSING = "session_closing"
+    NOT_READY = "not_ready"
+    SYNTHESIS_FAILED = "synthesis_failed"
+    # Raised by clients reading server frames:
+    UNKNOWN_FRAME = "unknown_frame"
+
+
+class ProtocolError(ValueError):
+    """A message that breaks the protocol. `request_id` is the message's own when it could be read."""
+
+    def __init__(self, code: ErrorCode, message: str, request_id: RequestId | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+
+
+# ----------------------------------------------------------------------------------------------------
+# Client -> server messages
+
+
+@dataclass(frozen=True)
+class SynthesisRequest:
+    """Speak `text`. Unknown fields the client sent are kept in `extra` (tolerated, never interpreted)."""
+
+    TYPE: ClassVar[str] = "synthesize"
+
+    text: str
+    voice: str = DEFAULTS.voice
+    speed: float = DEFAULTS.speed
+    request_id: RequestId | None = None
+    format: AudioFormat = DEFAULTS.format
+    request_timestamp: float | str | None = None
+    sample_rate: int | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": self.TYPE,
+            "text": self.text,
+            "voice": self.voice,
+            "speed": self.speed,
+            "format": self.format,
+        }
+        if self.request_id is not None:
+            out["request_id"] = self.request_id
+        if self.request_timestamp is not None:
+            out["request_timestamp"] = self.request_timestamp
+        if self.sample_rate is not None:
+            out["sample_rate"] = self.sample_rate
+        return out
+
+
+@dataclass(frozen=True)
+class Cancel:
+    """Drop one request (or all of the session's when `request_id` is None), queued or in progress."""
+
+    TYPE: ClassVar[str] = "cancel"
+
+    request_id: RequestId | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "request_id": self.request_id}
+
+
+@dataclass(frozen=True)
+class Close:
+    """Finish what was received, then close the session."""
+
+    TYPE: ClassVar[str] = "close"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.TYPE}
+
+
+ClientMessage = SynthesisRequest | Cancel | Close
+
+
+# ----------------------------------------------------------------------------------------------------
+# Server -> client messages
+
+
+@dataclass(frozen=True)
+class SynthesisStart:
+    """Audio frames of `request_id` follow."""
+
+    TYPE: ClassVar[str] = "synthesis_start"
+
+    request_id: RequestId
+    format: AudioFormat
+    sample_rate: int = SAMPLE_RATE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.TYPE,
+            "request_id": self.request_id,
+            "format": self.format,
+            "sample_rate": self.sample_rate,
+        }
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Where a request's time went, measured by the server."""
+
+    queue_wait_ms: float
+    synthesis_ms: float
+    encoding_ms: float
+    audio_s: float
+    first_audio_ms: float | None = None
+    chunks: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "queue_wait_ms": round(self.queue_wait_ms, 3),
+            "synthesis_ms": round(self.synthesis_ms, 3),
+            "encoding_ms": round(self.encoding_ms, 3),
+            "audio_s": round(self.audio_s, 4),
+            "first_audio_ms": None if self.first_audio_ms is None else round(self.first_audio_ms, 3),
+            "chunks": self.chunks,
+        }
+
+
+@dataclass(frozen=True)
+class SynthesisComplete:
+    """Terminal frame of a request that was fully synthesized."""
+
+    TYPE: ClassVar[str] = "synthesis_complete"
+
+    request_id: RequestId
+    timings: Timings
+    elapsed_s: float
+
+    @property
+    def total_duration_s(self) -> float:
+        """The AWS sample's name for the audio's length."""
+        return self.timings.audio_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": self.TYPE,
+            "request_id": self.request_id,
+            "timings": self.timings.to_dict(),
+            "total_duration_s": round(self.total_duration_s, 4),
+            "elapsed_s": round(self.elapsed_s, 4),
+        }
+
+
+@dataclass(frozen=True)
+class Error:
+    """A rejected message or a failed request."""
+
+    TYPE: ClassVar[str] = "error"
+
+    code: str
+    message: str
+    request_id: RequestId | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "request_id": self.request_id, "code": self.code, "message": self.message}
+
+    @classmethod
+    def from_protocol_error(cls, error: ProtocolError) -> Error:
+        return cls(code=str(error.code), message=error.message, request_id=error.request_id)
+
+
+@dataclass(frozen=True)
+class CancelAck:
+    """Answer to a cancel: the ids of the requests that were dropped (possibly none)."""
+
+    TYPE: ClassVar[str] = "cancelled"
+
+    request_id: RequestId | None
+    dropped: tuple[RequestId, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "request_id": self.request_id, "dropped": list(self.dropped)}
+
+
+ServerMessage = SynthesisStart | SynthesisComplete | Error | CancelAck
+
+
+def encode_message(message: ClientMessage | ServerMessage) -> str:
+    """The JSON text of a message, as sent in one WebSocket frame."""
+    return json.dumps(message.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Parsing and validation
+
+
+def _decode_object(data: str | bytes, limits: Limits) -> dict[str, Any]:
+    """Bytes or text of one frame -> a JSON object, checking size, encoding and shape."""
+    size = len(data) if isinstance(data, bytes | bytearray) else len(data.encode("utf-8", "surrogatepass"))
+    if size > limits.max_frame_bytes:
+        raise ProtocolError(
+            ErrorCode.FRAME_TOO_LARGE, f"frame of {size} bytes exceeds the limit of {limits.max_frame_bytes}"
+        )
+    if isinstance(data, bytes | bytearray):
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(ErrorCode.INVALID_UTF8, f"frame is not valid UTF-8 ({exc.reason})") from None
+    else:
+        text = data
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ProtocolError(ErrorCode.MALFORMED_JSON, f"frame is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ProtocolError(
+            ErrorCode.NOT_AN_OBJECT, f"a message must be a JSON object, got {type(value).__name__}"
+        )
+    return value
+
+
+def _request_id(obj: Mapping[str, Any]) -> RequestId | None:
+    value = obj.get("request_id")
+    if value is None or (isinstance(value, str | int) and not isinstance(value, bool)):
+        return value
+    raise ProtocolError(ErrorCode.BAD_FIELD, "request_id must be a string or an integer")
+
+
+def _text(obj: Mapping[str, Any], request_id: RequestId | None, limits: Limits) -> str:
+    text = obj.get("text")
+    if text is None:
+        raise ProtocolError(ErrorCode.EMPTY_TEXT, "text is missing", request_id)
+    if not isinstance(text, str):
+        raise ProtocolError(ErrorCode.BAD_FIELD, "text must be a string", request_id)
+    if not text.strip():
+        raise ProtocolError(ErrorCode.EMPTY_TEXT, "text is empty or only whitespace", request_id)
+    if len(text) > limits.max_text_chars:
+        raise ProtocolError(
+            ErrorCode.TEXT_TOO_LONG,
+            f"text has {len(text)} characters; the limit is {limits.max_text_chars}",
+            request_id,
+        )
+    return text
+
+
+def _voice(obj: Mapping[str, Any], request_id: RequestId | None, voices: Collection[str] | None) -> str:
+    voice = obj.get("voice")
+    if voice is None:
+        return DEFAULTS.voice
+    if not isinstance(voice, str):
+        raise ProtocolError(ErrorCode.BAD_FIELD, "voice must be a string", request_id)
+    if voices is not None and voice not in voices:
+        raise ProtocolError(
+            ErrorCode.UNKNOWN_VOICE,
+            f"unknown voice {voice!r}; valid voices: {', '.join(sorted(voices))}",
+            request_id,
+        )
+    return voice
+
+
+def _speed(obj: Mapping[str, Any], request_id: RequestId | None, limits: Limits) -> float:
+    speed = obj.get("speed")
+    if speed is None:
+        return DEFAULTS.speed
+    if isinstance(speed, bool) or not isinstance(speed, int | float) or not math.isfinite(speed):
+        raise ProtocolError(ErrorCode.BAD_SPEED, "speed must be a number", request_id)
+    if not limits.min_speed <= speed <= limits.max_speed:
+        raise ProtocolError(
+            ErrorCode.BAD_SPEED,
+            f"speed {speed} is outside {limits.min_speed}..{limits.max_speed}",
+            request_id,
+        )
+    return float(speed)
+
+
+def _format[F: str](
+    obj: Mapping[str, Any], request_id: RequestId | None, allowed: tuple[F, ...], default: F
+) -> F:
+    value = obj.get("format")
+    if value is None:
+        return default
+    for candidate in allowed:
+        if value == candidate:
+            return candidate
+    raise ProtocolError(
+        ErrorCode.UNKNOWN_FORMAT, f"unknown format {value!r}; valid formats: {', '.join(allowed)}", request_id
+    )
+
+
+def _sample_rate(obj: Mapping[str, Any], request_id: RequestId | None) -> int | None:
+    value = obj.get("sample_rate")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != SAMPLE_RATE:
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_SAMPLE_RATE, f"sample_rate must be {SAMPLE_RATE}, got {value!r}", request_id
+        )
+    return SAMPLE_RATE
+
+
+def _timestamp(obj: Mapping[str, Any], request_id: RequestId | None) -> float | str | None:
+    value = obj.get("request_timestamp")
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise ProtocolError(ErrorCode.BAD_FIELD, "request_timestamp must be a number or a string", request_id)
+
+
+_REQUEST_FIELDS = frozenset(
+    {"type", "text", "voice", "speed", "request_id", "format", "request_timestamp", "sample_rate"}
+)
+
+
+def _synthesis_request(
+    obj: Mapping[str, Any], voices: Collection[str] | None, limits: Limits
+) -> SynthesisRequest:
+    request_id = _request_id(obj)
+    return SynthesisRequest(
+        text=_text(obj, request_id, limits),
+        voice=_voice(obj, request_id, voices),
+        speed=_speed(obj, request_id, limits),
+        request_id=request_id,
+        format=_format(obj, request_id, AUDIO_FORMATS, DEFAULTS.format),
+        request_timestamp=_timestamp(obj, request_id),
+        sample_rate=_sample_rate(obj, request_id),
+        extra={k: v for k, v in obj.items() if k not in _REQUEST_FIELDS},
+    )
+
+
+def parse_client_message(
+    data: str | bytes,
+    *,
+    voices: Collection[str] | None = None,
+    limits: Limits = DEFAULTS.limits,
+) -> ClientMessage:
+    """Validate one client frame. `voices`, when given, are the valid voice names. Raises ProtocolError."""
+    obj = _decode_object(data, limits)
+    kind = obj.get("type")
+    if kind is None:
+        if "text" not in obj:
+            raise ProtocolError(
+                ErrorCode.UNKNOWN_TYPE, "a message needs a 'type', or a 'text' to synthesize", _soft_id(obj)
+            )
+        return _synthesis_request(obj, voices, limits)
+    if kind == SynthesisRequest.TYPE:
+        return _synthesis_request(obj, voices, limits)
+    if kind == Cancel.TYPE:
+        return Cancel(request_id=_request_id(obj))
+    if kind == Close.TYPE:
+        return Close()
+    raise ProtocolError(
+        ErrorCode.UNKNOWN_TYPE,
+        f"unknown message type {kind!r}; valid types: {SynthesisRequest.TYPE}, {Cancel.TYPE}, {Close.TYPE}",
+        _soft_id(obj),
+    )
+
+
+def _soft_id(obj: Mapping[str, Any]) -> RequestId | None:
+    """The message's request_id for an error frame, or None when it has none worth echoing."""
+    try:
+        return _request_id(obj)
+    except ProtocolError:
+        return None
+
+
+@dataclass(frozen=True)
+class InvocationRequest:
+    """The body of POST /invocations."""
+
+    text: str
+    voice: str = DEFAULTS.voice
+    speed: float = DEFAULTS.speed
+    format: HttpAudioFormat = DEFAULTS.http_format
+    stream: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "voice": self.voice,
+            "speed": self.speed,
+            "format": self.format,
+            "stream": self.stream,
+        }
+
+
+def parse_invocation(
+    data: bytes,
+    *,
+    voices: Collection[str] | None = None,
+    limits: Limits = DEFAULTS.limits,
+) -> InvocationRequest:
+    """Validate a POST /invocations body with the same rules as a WebSocket request. Raises ProtocolError."""
+    obj = _decode_object(data, limits)
+    stream = obj.get("stream", False)
+    if not isinstance(stream, bool):
+        raise ProtocolError(ErrorCode.BAD_FIELD, "stream must be true or false")
+    return InvocationRequest(
+        text=_text(obj, None, limits),
+        voice=_voice(obj, None, voices),
+        speed=_speed(obj, None, limits),
+        format=_format(obj, None, HTTP_AUDIO_FORMATS, DEFAULTS.http_format),
+        stream=stream,
+    )
+
+
+CONTENT_TYPES: Final[dict[HttpAudioFormat, str]] = {
+    "wav": "audio/wav",
+    "mp3": "audio/mpeg",
+    "pcm16": f"audio/pcm;rate={SAMPLE_RATE};channels=1;format=s16le",
+}
+"""Content-Type of a POST /invocations response per format."""
+
+
+def accept_requests_stream(accept: str | None) -> bool:
+    """Whether an Accept header asks for a streamed response: any media range with the parameter stream=true."""
+    if not accept:
+        return False
+    for media_range in accept.split(","):
+        for parameter in media_range.split(";")[1:]:
+            name, _, value = parameter.partition("=")
+            if name.strip().lower() == "stream" and value.strip().strip('"').lower() == "true":
+                return True
+    return False
+
+
+def _timings(value: Any) -> Timings:
+    if not isinstance(value, dict):
+        raise ProtocolError(ErrorCode.BAD_FIELD, "timings must be an object")
+    try:
+        first = value.get("first_audio_ms")
+        return Timings(
+            queue_wait_ms=float(value["queue_wait_ms"]),
+            synthesis_ms=float(value["synthesis_ms"]),
+            encoding_ms=float(value["encoding_ms"]),
+            audio_s=float(value["audio_s"]),
+            first_audio_ms=None if first is None else float(first),
+            chunks=int(value.get("chunks", 0)),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"bad timings: {exc!r}") from None
+
+
+def parse_server_message(data: str | bytes) -> ServerMessage:
+    """Read one server control frame (client side). Unknown extra fields are ignored. Raises ProtocolError."""
+    obj = _decode_object(data, Limits(max_frame_bytes=1 << 30))
+    kind = obj.get("type")
+    try:
+        if kind == SynthesisStart.TYPE:
+            return SynthesisStart(
+                request_id=obj["request_id"], format=obj["format"], sample_rate=int(obj["sample_rate"])
+            )
+        if kind == SynthesisComplete.TYPE:
+            return SynthesisComplete(
+                request_id=obj["request_id"],
+                timings=_timings(obj["timings"]),
+                elapsed_s=float(obj["elapsed_s"]),
+            )
+        if kind == Error.TYPE:
+            return Error(code=str(obj["code"]), message=str(obj["message"]), request_id=obj.get("request_id"))
+        if kind == CancelAck.TYPE:
+            return CancelAck(request_id=obj.get("request_id"), dropped=tuple(obj["dropped"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"bad {kind} message: {exc!r}") from None
+    raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown server message type {kind!r}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Binary frames
+
+
+def encode_pcm_frame(samples: bytes) -> bytes:
+    """Wrap PCM16 little-endian mono samples in the protocol's framing."""
+    if len(samples) % 2:
+        raise ValueError("PCM16 payload must be a whole number of 2-byte samples")
+    return _PCM_HEADER.pack(PCM_MAGIC, len(samples)) + samples
+
+
+def decode_pcm_frame(frame: bytes) -> bytes:
+    """The samples of one PCM16 frame. Raises ProtocolError when the framing is wrong."""
+    if len(frame) < PCM_HEADER_BYTES or not frame.startswith(PCM_MAGIC):
+        raise ProtocolError(ErrorCode.UNKNOWN_FRAME, "not a PCM16 frame")
+    _, length = _PCM_HEADER.unpack_from(frame)
+    if len(frame) - PCM_HEADER_BYTES != length:
+        raise ProtocolError(
+            ErrorCode.UNKNOWN_FRAME,
+            f"PCM16 frame announces {length} bytes, carries {len(frame) - PCM_HEADER_BYTES}",
+        )
+    return bytes(frame[PCM_HEADER_BYTES:])
+
+
+# MPEG audio header tables (ISO 11172-3 / 13818-3), Layer III only: the endpoint never sends anything else.
+_MP3_BITRATES_KBPS: Final = {
+    1: (0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320),  # MPEG-1
+    2: (0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160),  # MPEG-2 and 2.5
+}
+_MP3_SAMPLE_RATES: Final = {3: (44100, 48000, 32000), 2: (22050, 24000, 16000), 0: (11025, 12000, 8000)}
+
+
+def mp3_frame_length(header: bytes) -> int:
+    """Length in bytes of the MPEG Layer III frame whose 4-byte header starts `header`. Raises ValueError."""
+    if len(header) < 4 or header[0] != 0xFF or (header[1] & 0xE0) != 0xE0:
+        raise ValueError("no MPEG frame sync")
+    version_bits = (header[1] >> 3) & 0b11  # 3: MPEG-1, 2: MPEG-2, 0: MPEG-2.5, 1: reserved
+    layer_bits = (header[1] >> 1) & 0b11  # 1: Layer III
+    bitrate_index = header[2] >> 4
+    rate_index = (header[2] >> 2) & 0b11
+    padding = (header[2] >> 1) & 1
+    if version_bits == 1 or layer_bits != 1 or bitrate_index in (0, 15) or rate_index == 3:
+        raise ValueError("not a Layer III frame header this decoder supports")
+    bitrate = _MP3_BITRATES_KBPS[1 if version_bits == 3 else 2][bitrate_index] * 1000
+    sample_rate = _MP3_SAMPLE_RATES[version_bits][rate_index]
+    coefficient = 144 if version_bits == 3 else 72
+    return coefficient * bitrate // sample_rate + padding
+
+
+@dataclass(frozen=True)
+class Control:
+    """A JSON control frame."""
+
+    message: ServerMessage
+
+
+@dataclass(frozen=True)
+class Mp3Audio:
+    """A binary frame holding whole MP3 frames."""
+
+    data: bytes
+
+
+@dataclass(frozen=True)
+class PcmAudio:
+    """A binary frame holding PCM16 little-endian mono samples (framing removed)."""
+
+    samples: bytes
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.samples) // 2
+
+
+Frame = Control | Mp3Audio | PcmAudio
+
+
+def classify_frame(data: str | bytes) -> Frame:
+    """Tell a server frame's kind from its bytes alone (for transports that lose the WebSocket frame type)."""
+    if isinstance(data, str):
+        return Control(parse_server_message(data))
+    if data[:1] == b"{":
+        return Control(parse_server_message(data))
+    if data[:1] == b"\xff":
+        return Mp3Audio(bytes(data))
+    if data.startswith(PCM_MAGIC):
+        return PcmAudio(decode_pcm_frame(data))
+    raise ProtocolError(
+        ErrorCode.UNKNOWN_FRAME, f"frame starts with {bytes(data[:4])!r}: not JSON, MP3 or PCM16"
+    )
