@@ -24,32 +24,19 @@ import asyncio
 import contextlib
 import logging
 import re
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from voicecli.protocol import (
     Cancel,
-    CancelAck,
     Close,
-    Error,
-    Mp3Audio,
-    PcmAudio,
-    ProtocolError,
-    SynthesisComplete,
-    SynthesisRequest,
-    SynthesisStart,
-    classify_frame,
     encode_message,
 )
 from voicecli.tts.base import (
-    AudioChunk,
-    AudioDone,
-    AudioFailed,
-    AudioStart,
     SpeechRequest,
     TransportError,
     TTSTransport,
 )
+from voicecli.tts.receiver import Receiver
 from voicecli.tts.sagemaker_common import (
     Failure,
     SageMakerTarget,
@@ -67,16 +54,6 @@ BIDI_PORT = 8443
 
 def default_bidi_url(region: str) -> str:
     return f"https://runtime.sagemaker.{region}.amazonaws.com:{BIDI_PORT}"
-
-
-@dataclass
-class _Outstanding:
-    """A request sent but not finished, with how much of its audio was already handed on (for re-sends)."""
-
-    request: SpeechRequest
-    started: bool = False
-    delivered: int = 0
-    skip: int = 0
 
 
 class _StreamEnded(Exception):
@@ -140,8 +117,7 @@ class SageMakerBidiTransport(TTSTransport):
         self._output: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._reconnecting: asyncio.Task[None] | None = None
-        self._outstanding: dict[str, _Outstanding] = {}
-        self._current: _Outstanding | None = None
+        self._receiver = Receiver(self._emit)
         self._send_lock = asyncio.Lock()
         self._closing = False
         self._broken: str | None = None
@@ -215,13 +191,10 @@ class SageMakerBidiTransport(TTSTransport):
         async with self._send_lock:
             if self._stream is None:  # the last stream failed: a new request gets a new one
                 await self._open_stream()
-            self._outstanding[request.request_id] = _Outstanding(request)
-            await self._send_part(_wire(request))
+            await self._send_part(self._receiver.sent(request))
 
     async def cancel(self, request_id: str | None = None) -> None:
-        dropped = list(self._outstanding) if request_id is None else [request_id]
-        for rid in dropped:
-            self._outstanding.pop(rid, None)
+        self._receiver.forget(request_id)
         if self._stream is not None:
             async with self._send_lock:
                 with contextlib.suppress(Exception):
@@ -237,7 +210,7 @@ class SageMakerBidiTransport(TTSTransport):
         # Close the input half only once nothing is outstanding (closing earlier tears the session down), and
         # before SageMaker ends the response (closing after it makes CRT's body writer fail on a completed stream).
         deadline = asyncio.get_running_loop().time() + self._close_timeout_s
-        while self._outstanding and self._stream is not None and asyncio.get_running_loop().time() < deadline:
+        while self._receiver.outstanding and self._stream is not None and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.02)
         await self._drop_stream()
         if self._reader is not None:
@@ -258,7 +231,7 @@ class SageMakerBidiTransport(TTSTransport):
 
     @property
     def outstanding(self) -> list[str]:
-        return list(self._outstanding)
+        return self._receiver.outstanding
 
     # ------------------------------------------------------------------------------------------------ wire
 
@@ -288,7 +261,7 @@ class SageMakerBidiTransport(TTSTransport):
                 if event is None:
                     break
                 if isinstance(event, ResponseStreamEventPayloadPart):
-                    self._handle(event.value.bytes_ or b"")
+                    self._receiver.handle(event.value.bytes_ or b"")
                 else:  # ModelStreamError / InternalStreamFailure delivered as events rather than raised
                     raise _fault_of(event)
         except asyncio.CancelledError:
@@ -305,7 +278,7 @@ class SageMakerBidiTransport(TTSTransport):
             return
         # The stream ended without our close: re-open and re-send what was not finished.
         await self._drop_stream()
-        if self._outstanding:
+        if self._receiver.outstanding:
             self._reconnecting = asyncio.create_task(self._reconnect(), name="tts-sagemaker-bidi-reconnect")
 
     async def _reconnect(self) -> None:
@@ -320,64 +293,16 @@ class SageMakerBidiTransport(TTSTransport):
                     await self._open_stream()
                 except TransportError:
                     continue
-                for entry in list(self._outstanding.values()):
-                    entry.skip, entry.delivered, entry.started = entry.delivered, 0, entry.started
-                    await self._send_part(_wire(entry.request))
+                for message in self._receiver.resend():
+                    await self._send_part(message)
             return
         self._fail_outstanding(Failure("connection_lost", f"the SageMaker bidirectional stream to "
                                        f"{self.target.endpoint_name!r} ended and could not be re-opened"))
 
     def _fail_outstanding(self, failure: Failure) -> None:
-        for rid in list(self._outstanding):
-            self._emit(AudioFailed(rid, failure.code, failure.message))
-        self._outstanding.clear()
+        self._receiver.fail_all(failure.code, failure.message)
         if failure.fatal:
             self._broken = failure.message
-
-    # ------------------------------------------------------------------------------------------------ frames
-
-    def _handle(self, frame: bytes) -> None:
-        try:
-            kind = classify_frame(frame)
-        except ProtocolError as exc:
-            self._emit(AudioFailed(None, str(exc.code), f"unreadable frame from the endpoint: {exc.message}"))
-            return
-        if isinstance(kind, Mp3Audio | PcmAudio):
-            self._audio(kind.data if isinstance(kind, Mp3Audio) else kind.samples)
-            return
-        message = kind.message
-        if isinstance(message, SynthesisStart):
-            entry = self._outstanding.get(str(message.request_id))
-            self._current = entry
-            if entry is not None and not entry.started:
-                entry.started = True
-                self._emit(AudioStart(entry.request.request_id, message.format, message.sample_rate))
-        elif isinstance(message, SynthesisComplete):
-            entry = self._outstanding.pop(str(message.request_id), None)
-            if entry is not None:
-                self._emit(AudioDone(entry.request.request_id, message.timings))
-        elif isinstance(message, Error):
-            rid = None if message.request_id is None else str(message.request_id)
-            if rid is None or self._outstanding.pop(rid, None) is not None:
-                self._emit(AudioFailed(rid, message.code, message.message))
-        elif isinstance(message, CancelAck):
-            for dropped in message.dropped:
-                self._outstanding.pop(str(dropped), None)
-
-    def _audio(self, data: bytes) -> None:
-        """Audio belongs to the request whose synthesis_start came last (the container never interleaves)."""
-        entry = self._current
-        if entry is None or entry.request.request_id not in self._outstanding:
-            return  # audio of a cancelled request still in flight
-        if entry.skip:
-            dropped = min(entry.skip, len(data))
-            entry.skip -= dropped
-            entry.delivered += dropped
-            data = data[dropped:]
-            if not data:
-                return
-        entry.delivered += len(data)
-        self._emit(AudioChunk(entry.request.request_id, data))
 
 
 def _fault_of(event: Any) -> Exception:
@@ -385,8 +310,3 @@ def _fault_of(event: Any) -> Exception:
     if isinstance(value, Exception):
         return value
     return RuntimeError(f"unexpected event from SageMaker: {event!r}")
-
-
-def _wire(request: SpeechRequest) -> str:
-    return encode_message(SynthesisRequest(text=request.text, voice=request.voice, speed=request.speed,
-                                           request_id=request.request_id, format=request.format))

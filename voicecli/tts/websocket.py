@@ -14,47 +14,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
 from typing import ClassVar
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
-from voicecli.protocol import (
-    Cancel,
-    CancelAck,
-    Close,
-    Error,
-    Mp3Audio,
-    PcmAudio,
-    ProtocolError,
-    SynthesisComplete,
-    SynthesisRequest,
-    SynthesisStart,
-    classify_frame,
-    encode_message,
-)
-from voicecli.tts.base import (
-    AudioChunk,
-    AudioDone,
-    AudioFailed,
-    AudioStart,
-    SpeechRequest,
-    TransportError,
-    TTSTransport,
-)
+from voicecli.protocol import Cancel, Close, encode_message
+from voicecli.tts.base import SpeechRequest, TransportError, TTSTransport
+from voicecli.tts.receiver import Receiver
 
 WS_PATH = "/invocations-bidirectional-stream"
-
-
-@dataclass
-class _Outstanding:
-    """A request sent but not finished, with how much of its audio was already handed on."""
-
-    request: SpeechRequest
-    started: bool = False
-    delivered: int = 0
-    skip: int = 0
 
 
 def websocket_url(target: str) -> str:
@@ -86,7 +55,7 @@ class WebSocketTransport(TTSTransport):
         self._base_delay_s = reconnect_base_delay_s
         self._ws: ClientConnection | None = None
         self._reader: asyncio.Task[None] | None = None
-        self._outstanding: dict[str, _Outstanding] = {}
+        self._receiver = Receiver(self._emit)
         self._send_lock = asyncio.Lock()
         self._closing = False
         self._broken: str | None = None
@@ -117,15 +86,13 @@ class WebSocketTransport(TTSTransport):
             raise TransportError(self._broken)
         if self._ws is None:
             raise TransportError("the TTS transport is not connected: call connect() first")
-        self._outstanding[request.request_id] = _Outstanding(request)
+        message = self._receiver.sent(request)
         async with self._send_lock:
             with contextlib.suppress(ConnectionClosed):  # the reader reconnects and re-sends it
-                await self._ws.send(_wire(request))
+                await self._ws.send(message)
 
     async def cancel(self, request_id: str | None = None) -> None:
-        dropped = list(self._outstanding) if request_id is None else [request_id]
-        for rid in dropped:
-            self._outstanding.pop(rid, None)
+        self._receiver.forget(request_id)
         if self._ws is not None:
             async with self._send_lock:
                 with contextlib.suppress(ConnectionClosed):
@@ -147,14 +114,14 @@ class WebSocketTransport(TTSTransport):
     @property
     def outstanding(self) -> list[str]:
         """Ids of requests sent whose audio has not finished arriving."""
-        return list(self._outstanding)
+        return self._receiver.outstanding
 
     async def _read_loop(self) -> None:
         while True:
             assert self._ws is not None
             try:
                 async for frame in self._ws:
-                    self._handle(frame)
+                    self._receiver.handle(frame)
             except ConnectionClosed:
                 pass
             if self._closing:
@@ -175,65 +142,10 @@ class WebSocketTransport(TTSTransport):
             self._ws = ws
             self.reconnects += 1
             async with self._send_lock:
-                for entry in list(self._outstanding.values()):
-                    entry.skip, entry.delivered = entry.delivered, 0
-                    await ws.send(_wire(entry.request))
+                for message in self._receiver.resend():
+                    await ws.send(message)
             return True
         self._broken = (f"lost the connection to {self.url} and could not reconnect after {self._attempts} "
                         "tries; check that the endpoint is running (`voicecli doctor`)")
-        for rid in list(self._outstanding):
-            self._emit(AudioFailed(rid, "connection_lost", self._broken))
-        self._outstanding.clear()
+        self._receiver.fail_all("connection_lost", self._broken)
         return False
-
-    def _handle(self, frame: str | bytes) -> None:
-        try:
-            kind = classify_frame(frame)
-        except ProtocolError as exc:
-            self._emit(AudioFailed(None, str(exc.code), f"unreadable frame from the endpoint: {exc.message}"))
-            return
-        if isinstance(kind, Mp3Audio | PcmAudio):
-            self._audio(kind.data if isinstance(kind, Mp3Audio) else kind.samples)
-            return
-        message = kind.message
-        if isinstance(message, SynthesisStart):
-            entry = self._outstanding.get(str(message.request_id))
-            if entry is not None and not entry.started:
-                entry.started = True
-                self._current = entry
-                self._emit(AudioStart(entry.request.request_id, message.format, message.sample_rate))
-            elif entry is not None:
-                self._current = entry
-        elif isinstance(message, SynthesisComplete):
-            entry = self._outstanding.pop(str(message.request_id), None)
-            if entry is not None:
-                self._emit(AudioDone(entry.request.request_id, message.timings))
-        elif isinstance(message, Error):
-            rid = None if message.request_id is None else str(message.request_id)
-            if rid is None or self._outstanding.pop(rid, None) is not None:
-                self._emit(AudioFailed(rid, message.code, message.message))
-        elif isinstance(message, CancelAck):
-            for dropped in message.dropped:
-                self._outstanding.pop(str(dropped), None)
-
-    _current: _Outstanding | None = None
-
-    def _audio(self, data: bytes) -> None:
-        """Audio belongs to the request whose synthesis_start came last (the endpoint never interleaves)."""
-        entry = self._current
-        if entry is None or entry.request.request_id not in self._outstanding:
-            return  # audio of a cancelled request still in flight
-        if entry.skip:
-            dropped = min(entry.skip, len(data))
-            entry.skip -= dropped
-            entry.delivered += dropped
-            data = data[dropped:]
-            if not data:
-                return
-        entry.delivered += len(data)
-        self._emit(AudioChunk(entry.request.request_id, data))
-
-
-def _wire(request: SpeechRequest) -> str:
-    return encode_message(SynthesisRequest(text=request.text, voice=request.voice, speed=request.speed,
-                                           request_id=request.request_id, format=request.format))
