@@ -7,8 +7,6 @@ the pipeline can use either without knowing which.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from typing import ClassVar
 
@@ -18,12 +16,11 @@ from voicecli.protocol import Timings, mp3_frame_length
 from voicecli.tts.base import (
     AudioChunk,
     AudioDone,
-    AudioFailed,
     AudioStart,
     SpeechRequest,
     TransportError,
-    TTSTransport,
 )
+from voicecli.tts.serial import SerialTransport
 
 CHUNK_BYTES = 8192
 """Audio is handed on in slices this size (whole MP3 frames), like a stream, so playback code is shared."""
@@ -54,19 +51,14 @@ def mp3_slices(data: bytes, size: int = CHUNK_BYTES) -> list[bytes]:
     return slices
 
 
-class BatchHttpTransport(TTSTransport):
+class BatchHttpTransport(SerialTransport):
     name: ClassVar[str] = "batch"
-    persistent: ClassVar[bool] = False
 
     def __init__(self, url: str, token: str = "", timeout_s: float = 60.0) -> None:
         super().__init__()
         self.base = http_base(url)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.AsyncClient(base_url=self.base, headers=headers, timeout=timeout_s)
-        self._queue: asyncio.Queue[SpeechRequest] = asyncio.Queue()
-        self._worker: asyncio.Task[None] | None = None
-        self._current: str | None = None
-        self._cancelled: set[str] = set()
 
     async def connect(self) -> None:
         try:
@@ -77,50 +69,22 @@ class BatchHttpTransport(TTSTransport):
             ) from exc
         if response.status_code != 200:
             raise TransportError(f"the TTS endpoint {self.base} is not ready (/ping answered {response.status_code})")
-        self._worker = asyncio.create_task(self._work(), name="tts-batch-worker")
-
-    async def send(self, request: SpeechRequest) -> None:
-        if self._worker is None:
-            raise TransportError("the TTS transport is not connected: call connect() first")
-        self._queue.put_nowait(request)
-
-    async def cancel(self, request_id: str | None = None) -> None:
-        pending: list[SpeechRequest] = []
-        while not self._queue.empty():
-            pending.append(self._queue.get_nowait())
-        for request in pending:
-            if request_id is not None and request.request_id != request_id:
-                self._queue.put_nowait(request)
-        if self._current is not None and request_id in (None, self._current):
-            self._cancelled.add(self._current)
+        self._start_worker()
 
     async def aclose(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
+        await self._stop_worker()
         await self._client.aclose()
 
-    async def _work(self) -> None:
-        while True:
-            request = await self._queue.get()
-            self._current = request.request_id
-            try:
-                await self._one(request)
-            finally:
-                self._current = None
-                self._cancelled.discard(request.request_id)
-
-    async def _one(self, request: SpeechRequest) -> None:
+    async def _serve(self, request: SpeechRequest) -> None:
         body = {"text": request.text, "voice": request.voice, "speed": request.speed, "format": request.format}
         sent = time.monotonic()
         try:
             response = await self._client.post("/invocations", json=body)
         except httpx.HTTPError as exc:
-            self._emit(AudioFailed(request.request_id, "connection_lost",
-                                   f"POST {self.base}/invocations failed ({exc}); is the endpoint running?"))
+            advice = f"POST {self.base}/invocations failed ({exc}); is the endpoint running?"
+            self._fail(request, "connection_lost", advice)
             return
-        if request.request_id in self._cancelled:
+        if self._is_cancelled(request.request_id):
             return
         if response.status_code != 200:
             try:
@@ -128,7 +92,7 @@ class BatchHttpTransport(TTSTransport):
                 code, message = str(detail.get("code", response.status_code)), str(detail.get("message", ""))
             except ValueError:
                 code, message = str(response.status_code), response.text[:200]
-            self._emit(AudioFailed(request.request_id, code, message))
+            self._fail(request, code, message)
             return
         self._emit(AudioStart(request.request_id, request.format, 24_000))
         audio = response.content

@@ -18,22 +18,19 @@ import contextlib
 import json
 import logging
 import threading
-from abc import abstractmethod
 from typing import Any, ClassVar
 
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.tts.base import (
     AudioChunk,
     AudioDone,
-    AudioFailed,
     AudioStart,
     SpeechRequest,
-    TransportError,
-    TTSTransport,
 )
 from voicecli.tts.frame_align import aligner_for
 from voicecli.tts.http_batch import CHUNK_BYTES, mp3_slices
 from voicecli.tts.sagemaker_common import Failure, SageMakerTarget, explain, explain_botocore, runtime_client
+from voicecli.tts.serial import SerialTransport
 
 log = logging.getLogger(__name__)
 
@@ -45,83 +42,27 @@ def invocation_body(request: SpeechRequest, stream: bool) -> bytes:
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 
-class _InvokeTransport(TTSTransport):
-    """A queue served by one worker task, one SageMaker call per request, in order."""
-
-    persistent: ClassVar[bool] = False
+class _InvokeTransport(SerialTransport):
+    """One SageMaker call per request, in order."""
 
     def __init__(self, target: SageMakerTarget) -> None:
         super().__init__()
         self.target = target
         self._client: Any = None
-        self._queue: asyncio.Queue[SpeechRequest] = asyncio.Queue()
-        self._worker: asyncio.Task[None] | None = None
-        self._current: str | None = None
-        self._cancelled: set[str] = set()
-        self._broken: str | None = None
 
     async def connect(self) -> None:
         """Build the boto3 client and check that credentials exist (there is no cheap runtime ping to call)."""
         self._client, _ = await asyncio.to_thread(runtime_client, self.target)
-        self._worker = asyncio.create_task(self._work(), name=f"tts-{self.name}-worker")
-
-    async def send(self, request: SpeechRequest) -> None:
-        if self._broken is not None:
-            raise TransportError(self._broken)
-        if self._worker is None:
-            raise TransportError("the TTS transport is not connected: call connect() first")
-        self._queue.put_nowait(request)
-
-    async def cancel(self, request_id: str | None = None) -> None:
-        kept: list[SpeechRequest] = []
-        while not self._queue.empty():
-            queued = self._queue.get_nowait()
-            if request_id is not None and queued.request_id != request_id:
-                kept.append(queued)
-        for queued in kept:
-            self._queue.put_nowait(queued)
-        if self._current is not None and request_id in (None, self._current):
-            self._cancelled.add(self._current)
+        self._start_worker()
 
     async def aclose(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
-            self._worker = None
+        await self._stop_worker()
         if self._client is not None:
             with contextlib.suppress(Exception):
                 self._client.close()
 
-    async def _work(self) -> None:
-        while True:
-            request = await self._queue.get()
-            self._current = request.request_id
-            try:
-                await self._serve(request)
-            except Exception as exc:  # a bug must not silently stop the session's audio
-                log.exception("SageMaker %s transport failed on %s", self.name, request.request_id)
-                self._emit(AudioFailed(request.request_id, "transport_error", f"{exc.__class__.__name__}: {exc}"))
-            finally:
-                self._current = None
-                self._cancelled.discard(request.request_id)
-
-    def _is_cancelled(self, request_id: str) -> bool:
-        return request_id in self._cancelled
-
-    def _fail(self, request: SpeechRequest, failure: Failure) -> None:
-        if self._is_cancelled(request.request_id):
-            return
-        self._emit(AudioFailed(request.request_id, failure.code, failure.message))
-        if failure.fatal:
-            self._broken = failure.message
-            while not self._queue.empty():
-                queued = self._queue.get_nowait()
-                self._emit(AudioFailed(queued.request_id, failure.code, failure.message))
-
-    @abstractmethod
-    async def _serve(self, request: SpeechRequest) -> None:
-        """Make the call for one request and emit its events."""
+    def _fail_with(self, request: SpeechRequest, failure: Failure) -> None:
+        self._fail(request, failure.code, failure.message, failure.fatal)
 
 
 class SageMakerBatchTransport(_InvokeTransport):
@@ -139,7 +80,7 @@ class SageMakerBatchTransport(_InvokeTransport):
         try:
             audio = await asyncio.to_thread(self._invoke, invocation_body(request, stream=False))
         except Exception as exc:
-            self._fail(request, explain_botocore(exc, self.target.endpoint_name))
+            self._fail_with(request, explain_botocore(exc, self.target.endpoint_name))
             return
         if self._is_cancelled(request.request_id):
             return
@@ -206,10 +147,10 @@ class SageMakerStreamTransport(_InvokeTransport):
                 if self._is_cancelled(rid):
                     return  # the thread stops at its next part; the next request does not wait for it
                 if isinstance(item, Exception):
-                    self._fail(request, explain_botocore(item, self.target.endpoint_name))
+                    self._fail_with(request, explain_botocore(item, self.target.endpoint_name))
                     return
                 if isinstance(item, Failure):
-                    self._fail(request, explain(item.code, item.message, self.target.endpoint_name))
+                    self._fail_with(request, explain(item.code, item.message, self.target.endpoint_name))
                     return
                 if item is _END:
                     left = aligner.flush()
