@@ -283,3 +283,25 @@ def test_corrupted_stream_never_hangs_or_crashes(flips: list[tuple[int, int]], s
 
 
 _CORRUPTION_BASE = _lameenc(24000, 1, 64)[:6000]
+
+
+_TRUNCATION_BASE = _lameenc(24000, 1, 64)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, len(_TRUNCATION_BASE) - 1), st.lists(st.integers(1, 900), min_size=1, max_size=8))
+def test_any_truncation_keeps_the_complete_frames_and_never_hangs(cut: int, sizes: list[int]) -> None:
+    """A connection that dies anywhere mid-stream: what arrived decodes as the whole-file decoder would, no
+    more than one frame (576 samples) longer (the frame before an incomplete header, already played), or the
+    decoder says clearly that nothing was a frame."""
+    truncated = _TRUNCATION_BASE[:cut]
+    k = iter(range(1 << 30))
+    try:
+        got, _ = stream_decode(truncated, lambda: sizes[next(k) % len(sizes)])
+    except Mp3DecodeError as exc:
+        assert "no MPEG Layer III frame" in str(exc) or "no valid MP3 frame header" in str(exc), exc
+        return
+    want = whole_file(truncated) if cut >= 4 else np.zeros(0, np.float32)
+    assert got.dtype == np.float32 and np.all(np.isfinite(got))
+    assert np.array_equal(got[: want.shape[0]], want)
+    assert got.shape[0] - want.shape[0] in (0, 576)

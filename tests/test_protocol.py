@@ -218,3 +218,11 @@ def test_odd_pcm_payload_is_refused() -> None:
 def test_any_valid_request_round_trips(text: str, voice: str, speed: float, request_id: str | int | None) -> None:
     request = SynthesisRequest(text, voice, speed, request_id)
     assert parse_client_message(encode_message(request), voices=VOICES) == request
+
+
+def test_an_echoed_lone_surrogate_is_still_sendable_and_round_trips() -> None:
+    """A client can send "\\udfff" as a JSON escape; the error frame that echoes it must encode as UTF-8."""
+    error = error_of('{"request_id": "a\\udfffb", "speed": 9}')
+    text = encode_message(Error.from_protocol_error(error))
+    text.encode("utf-8")  # raises if a surrogate slipped through
+    assert parse_server_message(text).request_id == "a\udfffb"

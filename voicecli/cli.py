@@ -98,12 +98,19 @@ def _cmd_doctor(args: argparse.Namespace, config: Config) -> int:
 def _cmd_serve(args: argparse.Namespace, config: Config) -> int:
     from voicecli_endpoint.server import serve
 
+    from voicecli.session import server_limits
+
+    limits = server_limits(config)
     serve(
         host=args.host or config.get_str("endpoint.local.host"),
         port=args.port or config.get_int("endpoint.local.port"),
         engine=args.engine or config.get_str("endpoint.local.engine"),
         threads=args.threads or config.get_int("endpoint.local.threads"),
         models_dir=config.models_dir,
+        token=config.get_str("endpoint.token"),
+        max_queued_requests=limits.max_queued_requests,
+        max_sessions=limits.max_sessions,
+        idle_timeout_s=limits.idle_timeout_s,
     )
     return 0
 

@@ -3,12 +3,16 @@
 `voicecli --endpoint local` uses a server already answering on the configured port (e.g. `voicecli serve` in
 another terminal); otherwise it starts one, shows progress while the model loads and warms up, and stops it on exit.
 The child is the very same server the SageMaker container runs, so local development exercises the real protocol.
+
+A configured `endpoint.token` is handed to the child in its environment (never on the command line, which any
+local user can read in the process list), so the autostarted server requires the token the client sends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -18,6 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from voicecli.paths import default_state_dir
+from voicecli.protocol import Limits
+
+TOKEN_ENV = "VOICECLI_ENDPOINT__TOKEN"
+"""Where the server reads its bearer token (voicecli_endpoint.access.TOKEN_ENV; the client's endpoint.token)."""
 
 
 class EndpointStartError(RuntimeError):
@@ -71,8 +79,13 @@ async def ensure_local_endpoint(
     timeout_s: float,
     autostart: bool = True,
     progress: Callable[[str], None] = lambda message: None,
+    token: str = "",
+    limits: Limits | None = None,
 ) -> LocalEndpoint:
-    """Return a ready endpoint on host:port, starting one when none answers (and autostart allows)."""
+    """Return a ready endpoint on host:port, starting one when none answers (and autostart allows).
+
+    `token` and `limits` apply to a server this call starts (one already running keeps its own).
+    """
     status = await asyncio.to_thread(ping, host, port)
     if status == 200:
         progress(f"using the endpoint already running on {host}:{port}")
@@ -87,9 +100,8 @@ async def ensure_local_endpoint(
         progress(f"starting the local Kokoro endpoint ({engine} engine) on {host}:{port}")
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "voicecli_endpoint", "--host", host, "--port", str(port), "--engine", engine,
-                 "--threads", str(threads), "--models-dir", str(models_dir)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                server_command(host, port, engine, threads, models_dir, limits),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, TOKEN_ENV: token},
             )
     endpoint = LocalEndpoint(host, port, process, log_path)
     started = time.monotonic()
@@ -111,6 +123,18 @@ async def ensure_local_endpoint(
             progress(message)
             shown = message
         await asyncio.sleep(0.25)
+
+
+def server_command(host: str, port: int, engine: str, threads: int, models_dir: Path,
+                   limits: Limits | None = None) -> list[str]:
+    """The child's command line: everything but the token (that travels in the environment)."""
+    command = [sys.executable, "-m", "voicecli_endpoint", "--host", host, "--port", str(port), "--engine", engine,
+               "--threads", str(threads), "--models-dir", str(models_dir)]
+    if limits is not None:
+        command += ["--max-sessions", str(limits.max_sessions),
+                    "--max-queued-requests", str(limits.max_queued_requests),
+                    "--idle-timeout-s", f"{limits.idle_timeout_s:g}"]
+    return command
 
 
 def _tail(path: Path | None, lines: int = 3) -> str:

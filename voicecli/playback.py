@@ -12,6 +12,9 @@ Why this shape:
   time.monotonic), so inside the callback we take ``outputBufferDacTime - currentTime`` (how far ahead of "now" this
   buffer will be heard, both in the stream clock) and add it to ``time.monotonic()`` read at callback entry. Where a
   host API reports no DAC time (0), the stream's reported output latency is used instead.
+- A device that goes away mid-playback (USB unplugged, sound server killed) makes PortAudio end the stream by
+  itself: no more callbacks, so nothing would ever drain. ``write`` and ``wait_done`` notice a stream that is
+  neither active nor stopped by us and raise ``OutputStreamError`` saying what happened, instead of hanging.
 - Sample rate: the source is 24 kHz mono; PulseAudio accepts that directly. Devices that refuse it get a streaming
   linear-interpolation resampler (adequate for speech, keeps continuity across writes) and a channel up/down-mix.
 """
@@ -31,12 +34,20 @@ from numpy.typing import NDArray
 
 from voicecli.audio_devices import AudioDeviceError, DeviceInfo, load_sounddevice, resolve_device, silence_alsa_errors
 
-__all__ = ["DEFAULT_LATENCY_S", "AnswerTiming", "PlaybackStats", "Player", "StreamResampler"]
+__all__ = ["DEFAULT_LATENCY_S", "AnswerTiming", "OutputStreamError", "PlaybackStats", "Player", "StreamResampler"]
 
 DEFAULT_LATENCY_S = 0.1
 """PortAudio output latency. 0.02 s works on an idle machine, but measured on a loaded 2-core box (load ~11) every
 late callback (xrun) through the ALSA pulse plugin lost or shifted audio (correlation 0.6 at 0.05 s); 0.1 s gave
 zero late callbacks and correlation 0.99998. It adds ~80 ms to first audio and to barge-in silence vs 0.02 s."""
+
+STREAM_CHECK_S = 0.1
+"""How often a waiting ``wait_done`` looks whether the stream is still alive."""
+
+
+class OutputStreamError(AudioDeviceError):
+    """The output stream ended under us (device unplugged, sound server gone); the message says what to do."""
+
 
 AUDIBLE_THRESHOLD = 10 ** (-60 / 20)  # -60 dBFS: below this, a sample is treated as silence for "first audible"
 
@@ -189,7 +200,9 @@ class Player:
         """Queue samples (1-D interleaved or (frames, channels), float32 at source_rate) for ``answer_id``.
 
         Audio for an answer cancelled by ``stop()`` is dropped (late TTS chunks of an interrupted answer).
+        Raises OutputStreamError when the device has gone away.
         """
+        self.check_stream()
         now = time.monotonic()
         with self._lock:
             timing = self._timings.setdefault(answer_id, AnswerTiming())
@@ -307,16 +320,35 @@ class Player:
         with self._lock:
             return self._queued_frames / self.stream_rate
 
-    def wait_done(self, timeout: float | None = None) -> bool:
-        """Block until everything written so far has been played out of the DAC. False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+    def check_stream(self) -> None:
+        """Raise OutputStreamError if PortAudio ended the stream by itself (it does when the device goes away)."""
+        stream = self._stream
+        if stream is None or stream.active or stream.stopped:
+            return
         with self._lock:
-            while self._queue:
+            lost = self._queued_frames / self.stream_rate
+        raise OutputStreamError(
+            f"the audio output stopped: device {self.device.name!r} went away (unplugged, or the sound server "
+            f"stopped) with {lost:.1f} s of audio unplayed; check the output device with `voicecli doctor`, "
+            "then restart the chat"
+        )
+
+    def wait_done(self, timeout: float | None = None) -> bool:
+        """Block until everything written so far has been played out of the DAC. False on timeout.
+
+        Raises OutputStreamError when the device goes away meanwhile (the queue would never drain).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.check_stream()
+            with self._lock:
+                if not self._queue:
+                    end = self._last_dac_end
+                    break
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
-                self._drained.wait(remaining)
-            end = self._last_dac_end
+                self._drained.wait(STREAM_CHECK_S if remaining is None else min(remaining, STREAM_CHECK_S))
         tail = end - time.monotonic()
         if tail > 0:
             if deadline is not None and time.monotonic() + tail > deadline:

@@ -68,6 +68,29 @@ A client that receives bytes without the WebSocket frame type (SageMaker bidirec
 each container frame as a PayloadPart) uses ``classify_frame``: a frame starting with ``{`` is a JSON
 control message, ``0xFF`` an MP3 audio frame, ``\\x00PCM`` a PCM16 audio frame.
 
+Access control and limits
+-------------------------
+Every limit is a server flag (``python -m voicecli_endpoint --help``); the defaults are those of ``Limits``.
+
+* Bearer token (optional, for a self-hosted endpoint not behind SageMaker, which authenticates callers itself):
+  started with ``--token`` or the environment variable ``VOICECLI_ENDPOINT__TOKEN`` (the same name the client
+  reads for ``endpoint.token``), the server requires ``Authorization: Bearer <token>`` on the WebSocket
+  handshake and on ``POST /invocations``. A missing or wrong token is refused before anything else: HTTP 401
+  with JSON ``{"code": "unauthorized", "message"}`` for POST and for the WebSocket handshake (a server without
+  the ASGI denial-response extension closes the WebSocket with code 1008 and that reason instead). ``GET
+  /ping`` stays open for health checks. The token is never logged.
+* ``max_text_chars`` (``--max-text-chars``, 2000): longest text of one request (``text_too_long``).
+* ``max_frame_bytes`` (64 KiB): largest client message (``frame_too_large``); frames over 16x that (at least
+  1 MiB) are refused by the WebSocket layer itself (close code 1009).
+* ``max_queued_requests`` (``--max-queued-requests``, 64): synthesis requests of one session waiting behind the
+  one being answered. One more is refused with an error frame ``queue_full``; the session stays open.
+* ``max_sessions`` (``--max-sessions``, 32): concurrent WebSocket sessions. One more is refused at the
+  handshake: HTTP 503 with JSON ``{"code": "too_many_sessions", "message"}`` (or close 1013, "try again
+  later", where denial responses are unsupported).
+* ``idle_timeout_s`` (``--idle-timeout-s``, 300; 0 disables): a session that received no message for this long
+  and has nothing queued or being synthesized is closed with code 1000 and reason ``idle_timeout: ...``. A
+  client that wants to stay connected reconnects (voicecli's transport does so by itself).
+
 HTTP route: ``POST /invocations``
 =================================
 
@@ -117,6 +140,12 @@ class Limits:
     max_frame_bytes: int = 64 * 1024
     min_speed: float = 0.5
     max_speed: float = 2.0
+    max_queued_requests: int = 64
+    """Requests of one session waiting behind the one being answered; more are refused (queue_full)."""
+    max_sessions: int = 32
+    """Concurrent WebSocket sessions; more are refused at the handshake (too_many_sessions)."""
+    idle_timeout_s: float = 300.0
+    """A session with no message and no work for this long is closed (0: never)."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +179,9 @@ class ErrorCode(StrEnum):
     UNSUPPORTED_SAMPLE_RATE = "unsupported_sample_rate"
     # Raised by the server, not by parsing:
     QUEUE_FULL = "queue_full"
+    UNAUTHORIZED = "unauthorized"
+    TOO_MANY_SESSIONS = "too_many_sessions"
+    IDLE_TIMEOUT = "idle_timeout"
     SESSION_CLOSING = "session_closing"
     NOT_READY = "not_ready"
     SYNTHESIS_FAILED = "synthesis_failed"
@@ -333,8 +365,18 @@ ServerMessage = SynthesisStart | SynthesisComplete | Error | CancelAck
 
 
 def encode_message(message: ClientMessage | ServerMessage) -> str:
-    """The JSON text of a message, as sent in one WebSocket frame."""
-    return json.dumps(message.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    """The JSON text of a message, as sent in one WebSocket frame.
+
+    Non-ASCII stays readable, except when a string holds a lone surrogate (a client may send one as a JSON
+    escape, e.g. in a request_id that is echoed back): that cannot be encoded as UTF-8, so the message is then
+    written with ASCII escapes, which decode back to exactly the same string.
+    """
+    text = json.dumps(message.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(message.to_dict(), ensure_ascii=True, separators=(",", ":"))
+    return text
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ failure at start-up (endpoint down, model missing, credentials absent) is report
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from voicecli.llm import LLM, create_llm
 from voicecli.llm.history import Conversation
 from voicecli.local_endpoint import LocalEndpoint, ensure_local_endpoint
 from voicecli.pipeline import AudioSink, PipelineEvent, PipelineSettings, VoicePipeline
+from voicecli.protocol import DEFAULTS, Limits
 from voicecli.tts.base import TTSTransport
 from voicecli.tts.http_batch import BatchHttpTransport
 from voicecli.tts.websocket import WebSocketTransport
@@ -47,6 +49,16 @@ def llm_label(config: Config) -> str:
     if backend == "bedrock":
         return f"bedrock {config.get_str('llm.bedrock.model_id')}"
     return f"openai {config.get_str('llm.openai.model')}"
+
+
+def server_limits(config: Config) -> Limits:
+    """The limits `voicecli serve` and the autostarted local server enforce (endpoint.local.*)."""
+    return dataclasses.replace(
+        DEFAULTS.limits,
+        max_sessions=config.get_int("endpoint.local.max_sessions"),
+        max_queued_requests=config.get_int("endpoint.local.max_queued_requests"),
+        idle_timeout_s=config.get_float("endpoint.local.idle_timeout_s"),
+    )
 
 
 def pipeline_settings(config: Config) -> PipelineSettings:
@@ -126,7 +138,8 @@ async def open_transports(config: Config, progress: Progress) -> tuple[dict[str,
             local = await ensure_local_endpoint(
                 config.get_str("endpoint.local.host"), config.get_int("endpoint.local.port"),
                 config.get_str("endpoint.local.engine"), config.get_int("endpoint.local.threads"),
-                config.models_dir, timeout, config.get_bool("endpoint.local.autostart"), progress)
+                config.models_dir, timeout, config.get_bool("endpoint.local.autostart"), progress,
+                token=token, limits=server_limits(config))
             url = local.url
         else:
             url = target

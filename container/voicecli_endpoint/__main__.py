@@ -6,11 +6,27 @@ import argparse
 from pathlib import Path
 
 from voicecli.protocol import DEFAULTS
+from voicecli_endpoint.access import TOKEN_ENV
 from voicecli_endpoint.engines.select import ENGINE_NAMES
 from voicecli_endpoint.server import DEFAULT_HOST, DEFAULT_PORT, serve
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
+    limits = DEFAULTS.limits
     parser = argparse.ArgumentParser(prog="python -m voicecli_endpoint", description="Kokoro-82M TTS endpoint")
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"address to bind (default {DEFAULT_HOST})")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
@@ -19,12 +35,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="inference threads (default 1)")
     parser.add_argument("--models-dir", type=Path, default=None,
                         help="models directory (default: voicecli's, ~/.local/share/voicecli/models)")
-    parser.add_argument("--max-text-chars", type=int, default=DEFAULTS.limits.max_text_chars,
+    parser.add_argument("--max-text-chars", type=_positive_int, default=limits.max_text_chars,
                         help="longest accepted text per request")
+    parser.add_argument("--token", default=None,
+                        help=f"require 'Authorization: Bearer TOKEN' on POST and the WebSocket (default: env "
+                             f"{TOKEN_ENV}, else none; prefer the env: a flag shows in the process list)")
+    parser.add_argument("--max-queued-requests", type=_positive_int, default=limits.max_queued_requests,
+                        help=f"requests one session may queue; more get queue_full (default "
+                             f"{limits.max_queued_requests})")
+    parser.add_argument("--max-sessions", type=_positive_int, default=limits.max_sessions,
+                        help=f"concurrent WebSocket sessions; more are refused (default {limits.max_sessions})")
+    parser.add_argument("--idle-timeout-s", type=_non_negative_float, default=limits.idle_timeout_s,
+                        help=f"close a session idle this long, 0 never (default {limits.idle_timeout_s:g})")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
     serve(host=args.host, port=args.port, engine=args.engine, threads=args.threads, models_dir=args.models_dir,
-          max_text_chars=args.max_text_chars, log_level=args.log_level)
+          max_text_chars=args.max_text_chars, log_level=args.log_level, token=args.token,
+          max_queued_requests=args.max_queued_requests, max_sessions=args.max_sessions,
+          idle_timeout_s=args.idle_timeout_s)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ Routes (declared once, in ROUTES):
   WS   /invocations-bidirectional-stream   the session protocol (see voicecli.protocol).
   GET  /stats                              JSON counters for operators and tests.
 
+With a token configured, POST and the WebSocket require it; /ping and /stats stay open (health checks, and the
+counters reveal no request content). Limits and the token: voicecli.protocol, "Access control and limits".
+
 The model loads in the background after start-up so the port answers /ping (503) at once: SageMaker and the
 local client both poll /ping rather than wait on a silent socket.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 import time
@@ -42,6 +46,7 @@ from voicecli.protocol import (
     encode_message,
     parse_invocation,
 )
+from voicecli_endpoint.access import bearer_matches, too_many_sessions_response, unauthorized_response
 from voicecli_endpoint.audio_encoding import DEFAULT_MP3_KBPS, mp3_bytes, stream_encoder, to_pcm16, wav_bytes
 from voicecli_endpoint.chunking import ChunkPolicy
 from voicecli_endpoint.engines.base import Audio
@@ -69,8 +74,9 @@ class EndpointSettings:
     limits: Limits = field(default_factory=Limits)
     mp3_kbps: int = DEFAULT_MP3_KBPS
     warmup_voice: str = DEFAULTS.voice
-    max_pending_per_session: int = 64
     chunk_policy: ChunkPolicy = field(default_factory=ChunkPolicy)
+    token: str = field(default="", repr=False)
+    """Bearer token required on POST and the WebSocket ("" for none). repr=False: settings get logged."""
 
 
 @dataclass
@@ -87,6 +93,8 @@ class EndpointState:
     warmup_s: float | None = None
     active_sessions: int = 0
     http_requests: int = 0
+    refused_unauthorized: int = 0
+    refused_sessions: int = 0
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     async def load(self) -> None:
@@ -151,6 +159,8 @@ async def stats(request: Request) -> Response:
         "uptime_s": time.time() - state.started,
         "active_sessions": state.active_sessions,
         "http_requests": state.http_requests,
+        "refused_unauthorized": state.refused_unauthorized,
+        "refused_sessions": state.refused_sessions,
         "pieces_synthesized": 0 if synth is None else synth.pieces_synthesized,
         "scheduler": {
             "jobs_run": scheduler.stats.jobs_run,
@@ -185,6 +195,9 @@ async def _stream_body(state: EndpointState, synth: Synthesizer, key: str, inv: 
 
 async def invocations(request: Request) -> Response:
     state = _state(request.app)
+    if not bearer_matches(request.headers.get("authorization"), state.settings.token):
+        state.refused_unauthorized += 1
+        return unauthorized_response()
     synth = state.synthesizer
     if synth is None:
         return _error_response(ErrorCode.NOT_READY, state.load_error or "the model is still loading", 503)
@@ -231,22 +244,42 @@ async def invocations(request: Request) -> Response:
     return Response(data, media_type=media_type, headers=headers)
 
 
+async def _refuse_handshake(websocket: WebSocket, response: JSONResponse, close_code: int, reason: str) -> None:
+    """Refuse before accepting: an HTTP response where the server supports it, else a close with a reason."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(response)
+    else:
+        await websocket.accept()
+        await websocket.close(code=close_code, reason=reason[:120])
+
+
 async def bidirectional_stream(websocket: WebSocket) -> None:
     state = _state(websocket.app)
-    await websocket.accept()
-    await state.ready.wait()
-    synth = state.synthesizer
-    if synth is None:
-        error = Error(str(ErrorCode.NOT_READY), f"model failed to load: {state.load_error}")
-        with contextlib.suppress(Exception):
-            await websocket.send_text(encode_message(error))
-            await websocket.close(code=1011)
-        return
     settings = state.settings
-    session = WebSocketSession(websocket, synth, limits=settings.limits, mp3_kbps=settings.mp3_kbps,
-                               max_pending=settings.max_pending_per_session)
-    state.active_sessions += 1
+    if not bearer_matches(websocket.headers.get("authorization"), settings.token):
+        state.refused_unauthorized += 1
+        log.info("refused a WebSocket handshake: missing or wrong bearer token")
+        await _refuse_handshake(websocket, unauthorized_response(), 1008, "unauthorized: bearer token required")
+        return
+    limit = settings.limits.max_sessions
+    if state.active_sessions >= limit:
+        state.refused_sessions += 1
+        log.warning("refused a WebSocket session: %d sessions already open (limit %d)", state.active_sessions, limit)
+        await _refuse_handshake(websocket, too_many_sessions_response(limit), 1013,
+                                f"too_many_sessions: {limit} sessions already open; try again later")
+        return
+    state.active_sessions += 1  # counted before the first await, so concurrent handshakes cannot overshoot
     try:
+        await websocket.accept()
+        await state.ready.wait()
+        synth = state.synthesizer
+        if synth is None:
+            error = Error(str(ErrorCode.NOT_READY), f"model failed to load: {state.load_error}")
+            with contextlib.suppress(Exception):
+                await websocket.send_text(encode_message(error))
+                await websocket.close(code=1011)
+            return
+        session = WebSocketSession(websocket, synth, limits=settings.limits, mp3_kbps=settings.mp3_kbps)
         await session.run()
     finally:
         state.active_sessions -= 1
@@ -267,6 +300,7 @@ def create_app(
     models_dir: Path | None = None,
     threads: int | None = None,
     max_text_chars: int | None = None,
+    token: str | None = None,
 ) -> Starlette:
     """The endpoint app. Keyword arguments override the matching fields of `settings`."""
     settings = settings or EndpointSettings()
@@ -278,14 +312,11 @@ def create_app(
     if threads is not None:
         overrides["threads"] = threads
     if max_text_chars is not None:
-        overrides["limits"] = Limits(
-            max_text_chars=max_text_chars,
-            max_frame_bytes=settings.limits.max_frame_bytes,
-            min_speed=settings.limits.min_speed,
-            max_speed=settings.limits.max_speed,
-        )
+        overrides["limits"] = dataclasses.replace(settings.limits, max_text_chars=max_text_chars)
+    if token is not None:
+        overrides["token"] = token
     if overrides:
-        settings = EndpointSettings(**{**settings.__dict__, **overrides})
+        settings = dataclasses.replace(settings, **overrides)
     final_settings = settings
 
     @contextlib.asynccontextmanager

@@ -6,6 +6,8 @@ import logging
 from pathlib import Path
 
 from voicecli.protocol import DEFAULTS, Limits
+from voicecli_endpoint import log_redaction
+from voicecli_endpoint.access import token_from_environment
 from voicecli_endpoint.app import EndpointSettings, create_app
 
 DEFAULT_HOST = "127.0.0.1"
@@ -22,17 +24,31 @@ def serve(
     models_dir: Path | None = None,
     max_text_chars: int = DEFAULTS.limits.max_text_chars,
     log_level: str = "info",
+    token: str | None = None,
+    max_queued_requests: int = DEFAULTS.limits.max_queued_requests,
+    max_sessions: int = DEFAULTS.limits.max_sessions,
+    idle_timeout_s: float = DEFAULTS.limits.idle_timeout_s,
 ) -> None:
-    """Serve until interrupted. `models_dir` None means voicecli's default models directory."""
+    """Serve until interrupted. `models_dir` None means voicecli's default models directory.
+
+    `token` None reads the environment (VOICECLI_ENDPOINT__TOKEN); "" means no token is required.
+    """
     import uvicorn
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    limits = Limits(max_text_chars=max_text_chars)
-    settings = EndpointSettings(engine=engine, models_dir=models_dir, threads=threads, limits=limits)
+    limits = Limits(max_text_chars=max_text_chars, max_queued_requests=max_queued_requests,
+                    max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
+    required = token_from_environment() if token is None else token.strip()
+    settings = EndpointSettings(engine=engine, models_dir=models_dir, threads=threads, limits=limits,
+                                token=required)
+    logging.getLogger(__name__).info(
+        "serving on %s:%d; bearer token %s; limits: %d sessions, %d queued requests per session, idle timeout %s",
+        host, port, "required" if required else "not required", max_sessions, max_queued_requests,
+        f"{idle_timeout_s:g} s" if idle_timeout_s > 0 else "off")
     app = create_app(settings)
     # WebSocket messages up to 16x the protocol limit reach the app, so an oversized frame gets an error frame
     # instead of a closed connection; beyond that uvicorn closes with 1009 (message too big).
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -40,3 +56,5 @@ def serve(
         ws_max_size=max(limits.max_frame_bytes * 16, 1 << 20),
         timeout_graceful_shutdown=5,
     )
+    log_redaction.install(log_redaction.known_secrets(required))  # after uvicorn made its handlers
+    uvicorn.Server(config).run()

@@ -4,6 +4,9 @@ Two tasks per connection: the reader parses every incoming frame and answers bad
 at once; the worker answers synthesis requests one after another, in the order received, so the audio of two
 requests never interleaves. All sends go through one lock, and a dropped request's audio is checked for
 under that lock, so after a `cancelled` frame no frame of a dropped request can follow.
+
+A third task closes the session when it has been idle (no message received, nothing queued or being answered)
+for `Limits.idle_timeout_s`: an abandoned client must not hold one of the endpoint's few session slots forever.
 """
 
 from __future__ import annotations
@@ -68,14 +71,14 @@ class WebSocketSession:
         *,
         limits: Limits,
         mp3_kbps: int,
-        max_pending: int = 64,
     ) -> None:
         self.id = next(_session_ids)
         self._ws = websocket
         self._synth = synthesizer
         self._limits = limits
         self._mp3_kbps = mp3_kbps
-        self._max_pending = max_pending
+        self._max_pending = limits.max_queued_requests
+        self._last_activity = time.monotonic()
         self._pending: deque[_Pending] = deque()
         self._has_pending = asyncio.Event()
         self._current: _Pending | None = None
@@ -91,14 +94,20 @@ class WebSocketSession:
 
     async def run(self) -> None:
         worker = asyncio.create_task(self._work(), name=f"{self.key}-worker")
+        helpers = [worker]
+        if self._limits.idle_timeout_s > 0:
+            helpers.append(asyncio.create_task(self._watch_idle(self._limits.idle_timeout_s),
+                                               name=f"{self.key}-idle"))
         try:
             await self._read()
         except _Gone:
             pass
         finally:
-            worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await worker
+            for task in helpers:
+                task.cancel()
+            for task in helpers:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
             for pending in self._pending:
                 pending.token.cancel()
             if self._current is not None:
@@ -114,6 +123,7 @@ class WebSocketSession:
             message = await self._ws.receive()
             if message["type"] == "websocket.disconnect":
                 return
+            self._last_activity = time.monotonic()
             data: str | bytes | None = message.get("bytes")
             if data is None:
                 data = message.get("text")
@@ -141,8 +151,9 @@ class WebSocketSession:
             await self._send(Error(ErrorCode.SESSION_CLOSING, "the session is closing", request.request_id))
             return
         if len(self._pending) >= self._max_pending:
-            await self._send(Error(ErrorCode.QUEUE_FULL, f"more than {self._max_pending} requests are waiting",
-                                   request.request_id))
+            message = (f"{self._max_pending} requests are already waiting, the limit per session; "
+                       "send more once some have finished")
+            await self._send(Error(ErrorCode.QUEUE_FULL, message, request.request_id))
             return
         request_id = request.request_id if request.request_id is not None else f"{self.key}-{next(self._auto_ids)}"
         self._pending.append(_Pending(request, request_id, time.perf_counter()))
@@ -179,15 +190,27 @@ class WebSocketSession:
                     await self._serve(pending)
                 finally:
                     self._current = None
+                    self._last_activity = time.monotonic()
                 self.requests_done += 1
         except _Gone:
             return
 
-    async def _close(self) -> None:
+    async def _watch_idle(self, timeout_s: float) -> None:
+        """Close the session once it has had no message and no work for `timeout_s` (see the module docstring)."""
+        while True:
+            busy = bool(self._pending) or self._current is not None
+            idle_for = time.monotonic() - self._last_activity
+            if not busy and idle_for >= timeout_s:
+                break
+            await asyncio.sleep(min(timeout_s, 1.0) if busy else timeout_s - idle_for)
+        log.info("session %s: closing after %.0f s without a message", self.key, timeout_s)
+        await self._close(f"{ErrorCode.IDLE_TIMEOUT}: no message for {timeout_s:g} s")
+
+    async def _close(self, reason: str = "") -> None:
         async with self._send_lock:
             if self._ws.application_state == WebSocketState.CONNECTED:
                 with contextlib.suppress(Exception):
-                    await self._ws.close(code=1000)
+                    await self._ws.close(code=1000, reason=reason)
 
     async def _serve(self, pending: _Pending) -> None:
         request = pending.request

@@ -19,6 +19,8 @@ class CuttableProxy:
         self._writers: set[asyncio.StreamWriter] = set()
         self.refuse = False
         """While True, new connections are closed at once (an endpoint that is down)."""
+        self._flowing = asyncio.Event()
+        self._flowing.set()
 
     async def start(self) -> CuttableProxy:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -40,12 +42,20 @@ class CuttableProxy:
         async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 while data := await source.read(65536):
+                    await self._flowing.wait()
                     sink.write(data)
                     await sink.drain()
             sink.close()
 
         await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
         self._writers.difference_update((writer, up_writer))
+
+    def stall(self) -> None:
+        """Stop forwarding in both directions, connections left open: a hung endpoint or a black-holed network."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
 
     def cut(self) -> None:
         """Abort every live connection, both directions."""

@@ -1,0 +1,56 @@
+"""Who may use the endpoint: the optional bearer token and the refusal responses (see voicecli.protocol).
+
+Why a token at all: SageMaker authenticates callers with IAM before a request reaches the container, but a
+self-hosted endpoint (``voicecli serve --host 0.0.0.0`` on a GPU box) has nothing in front of it. The check
+uses ``hmac.compare_digest`` so the time it takes does not reveal how much of a guess was right, and the token
+itself is never logged or echoed.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import Mapping
+
+from starlette.responses import JSONResponse
+
+from voicecli.protocol import ErrorCode
+
+TOKEN_ENV = "VOICECLI_ENDPOINT__TOKEN"
+"""Environment variable holding the token: the client's `endpoint.token` override, so one variable sets both."""
+
+UNAUTHORIZED_MESSAGE = (
+    "this endpoint requires a bearer token: set endpoint.token (or the environment variable "
+    f"{TOKEN_ENV}) to the token the server was started with"
+)
+
+
+def token_from_environment(environ: Mapping[str, str] | None = None) -> str:
+    """The token the server should require, or "" for none."""
+    return (os.environ if environ is None else environ).get(TOKEN_ENV, "").strip()
+
+
+def bearer_matches(authorization: str | None, token: str) -> bool:
+    """True when no token is required, or `authorization` is "Bearer <token>" (constant-time comparison)."""
+    if not token:
+        return True
+    if authorization is None:
+        return False
+    scheme, _, credentials = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(credentials.strip().encode("utf-8"), token.encode("utf-8"))
+
+
+def unauthorized_response() -> JSONResponse:
+    """401 with the protocol's error body and the challenge header HTTP asks for."""
+    return JSONResponse({"code": str(ErrorCode.UNAUTHORIZED), "message": UNAUTHORIZED_MESSAGE}, status_code=401,
+                        headers={"WWW-Authenticate": 'Bearer realm="voicecli"'})
+
+
+def too_many_sessions_response(limit: int) -> JSONResponse:
+    return JSONResponse(
+        {"code": str(ErrorCode.TOO_MANY_SESSIONS),
+         "message": f"the endpoint already serves {limit} sessions, its limit; try again later"},
+        status_code=503, headers={"Retry-After": "5"},
+    )

@@ -1,0 +1,203 @@
+"""The locked-down endpoint: bearer token, session and queue limits, idle timeout, loopback bind, clean logs.
+
+One endpoint process of this module's own (the shared session `server` has no token and default limits), started
+with a token and AWS-looking credentials in its environment and debug logging, so the last test can prove that
+none of them reaches the log even when every handshake header is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from voicecli_endpoint.access import bearer_matches
+from voicecli_endpoint.log_redaction import REDACTED, redact
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from tests.conftest import _free_port
+from tests.endpoint.helpers import next_control, read_answers, send_json
+from tests.endpoint_process import EndpointProcess
+from voicecli.protocol import ErrorCode, SynthesisStart
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "tok-7Hq2-locked-endpoint-secret"
+AWS_KEY_ID = "AKIAFAKEACCESSKEY7Q2Z"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYFAKESECRET"
+AWS_SESSION = "FwoGZXIvYXdzEFAKESESSIONTOKENvalue1234567890"
+MAX_SESSIONS = 2
+MAX_QUEUED = 2
+IDLE_S = 3.0
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def locked(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EndpointProcess]:
+    log_path = tmp_path_factory.mktemp("locked") / "server.log"
+    env = {"VOICECLI_ENDPOINT__TOKEN": TOKEN, "AWS_ACCESS_KEY_ID": AWS_KEY_ID, "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
+           "AWS_SESSION_TOKEN": AWS_SESSION}
+    args = ["--max-sessions", str(MAX_SESSIONS), "--max-queued-requests", str(MAX_QUEUED),
+            "--idle-timeout-s", str(IDLE_S), "--log-level", "debug"]
+    endpoint = EndpointProcess(_free_port(), models_dir, log_path, args, env).start()
+    try:
+        yield endpoint
+    finally:
+        endpoint.stop()
+
+
+def ws_url(endpoint: EndpointProcess) -> str:
+    return f"ws://127.0.0.1:{endpoint.port}/invocations-bidirectional-stream"
+
+
+@contextlib.asynccontextmanager
+async def session(endpoint: EndpointProcess) -> AsyncIterator[ClientConnection]:
+    async with connect(ws_url(endpoint), additional_headers=AUTH, max_size=None) as ws:
+        yield ws
+
+
+async def refused(endpoint: EndpointProcess, headers: dict[str, str]) -> InvalidStatus:
+    with pytest.raises(InvalidStatus) as info:
+        async with connect(ws_url(endpoint), additional_headers=headers):
+            pass
+    return info.value
+
+
+def test_bearer_check_is_exact() -> None:
+    assert bearer_matches(None, "")  # no token configured: open
+    assert bearer_matches("Bearer abc", "abc") and bearer_matches("bearer  abc ", "abc")
+    for header in (None, "", "Bearer", "Bearer abd", "Bearer abcd", "Basic abc", "abc"):
+        assert not bearer_matches(header, "abc"), header
+
+
+def test_redaction_blanks_bearer_credentials_and_known_secrets() -> None:
+    assert redact("< authorization: Bearer xyz123", []) == f"< authorization: Bearer {REDACTED}"
+    assert redact(f"key={AWS_SECRET}!", [AWS_SECRET]) == f"key={REDACTED}!"
+
+
+def test_ping_stays_open_without_a_token(locked: EndpointProcess) -> None:
+    assert httpx.get(f"{locked.http_url}/ping", timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer not-the-token-9x"}, {"Authorization": TOKEN}])
+def test_post_without_the_right_token_is_401(locked: EndpointProcess, headers: dict[str, str]) -> None:
+    response = httpx.post(f"{locked.http_url}/invocations", json={"text": "Hello."}, headers=headers, timeout=60)
+    assert response.status_code == 401
+    body = response.json()
+    assert body["code"] == ErrorCode.UNAUTHORIZED and "endpoint.token" in body["message"]
+    assert TOKEN not in response.text
+
+
+def test_post_with_the_token_synthesizes(locked: EndpointProcess) -> None:
+    response = httpx.post(f"{locked.http_url}/invocations", json={"text": "Hello.", "format": "mp3"},
+                          headers=AUTH, timeout=120)
+    assert response.status_code == 200 and response.content[:1] == b"\xff"
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer not-the-token-9x"}])
+async def test_websocket_without_the_right_token_is_refused_at_the_handshake(
+    locked: EndpointProcess, headers: dict[str, str]
+) -> None:
+    error = await refused(locked, headers)
+    assert error.response.status_code == 401
+    body = json.loads(bytes(error.response.body))
+    assert body["code"] == ErrorCode.UNAUTHORIZED and "endpoint.token" in body["message"]
+
+
+async def test_websocket_with_the_token_synthesizes(locked: EndpointProcess) -> None:
+    async with session(locked) as ws:
+        await send_json(ws, {"text": "Hello there.", "request_id": 1})
+        received = await read_answers(ws, 1)
+        assert received.answers[0].complete is not None and received.answers[0].audio
+
+
+async def test_one_session_over_the_limit_is_refused_with_a_reason(locked: EndpointProcess) -> None:
+    async with session(locked) as first, session(locked) as second:
+        error = await refused(locked, AUTH)
+        assert error.response.status_code == 503
+        body = json.loads(bytes(error.response.body))
+        assert body["code"] == ErrorCode.TOO_MANY_SESSIONS and str(MAX_SESSIONS) in body["message"]
+        await first.ping()
+        await second.ping()  # the admitted sessions are unaffected
+    for _ in range(100):  # the server frees the slots once it has seen the disconnects
+        stats = httpx.get(f"{locked.http_url}/stats", timeout=10).json()
+        if stats["active_sessions"] == 0:
+            break
+        await asyncio.sleep(0.05)
+    async with session(locked) as again:
+        await again.ping()
+
+
+async def test_one_request_over_the_queue_limit_gets_queue_full_and_the_session_goes_on(
+    locked: EndpointProcess,
+) -> None:
+    async with session(locked) as ws:
+        await send_json(ws, {"text": "A first sentence keeps the engine busy for a moment, with a few more words.",
+                             "request_id": "busy"})
+        start = await next_control(ws)
+        assert isinstance(start, SynthesisStart) and start.request_id == "busy"  # "busy" is no longer queued
+        for rid in ["q1", "q2", "over"]:
+            await send_json(ws, {"text": "Short one.", "request_id": rid})
+        received = await read_answers(ws, 3, started=start)
+        assert [a.request_id for a in received.answers] == ["busy", "q1", "q2"]
+        assert all(a.complete is not None for a in received.answers)
+        refusals = [m for m in received.others if getattr(m, "code", None) == ErrorCode.QUEUE_FULL]
+        assert len(refusals) == 1 and refusals[0].request_id == "over"
+        await send_json(ws, {"text": "Still here.", "request_id": "after"})
+        assert (await read_answers(ws, 1)).answers[0].complete is not None
+
+
+async def test_an_idle_session_is_closed_with_a_reason(locked: EndpointProcess) -> None:
+    async with session(locked) as ws:
+        with pytest.raises(ConnectionClosed) as info:
+            await asyncio.wait_for(ws.recv(), IDLE_S * 20)
+        close = info.value.rcvd
+        assert close is not None and close.code == 1000 and close.reason.startswith(ErrorCode.IDLE_TIMEOUT)
+
+
+async def test_a_session_busy_with_a_long_request_is_not_idle(locked: EndpointProcess) -> None:
+    text = " ".join(["This sentence is one of many that make the request last longer than the idle timeout."] * 6)
+    async with session(locked) as ws:
+        await send_json(ws, {"text": text, "request_id": "long"})
+        answer = (await read_answers(ws, 1)).answers[0]
+        assert answer.complete is not None
+        if answer.complete.elapsed_s <= IDLE_S:
+            pytest.skip(f"synthesis took only {answer.complete.elapsed_s:.1f} s: too fast to outlast the timeout")
+
+
+def _non_loopback_address() -> str | None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 1))  # UDP: no packet is sent, it only picks the outgoing interface
+            address: str = probe.getsockname()[0]
+        except OSError:
+            return None
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
+def test_default_bind_is_loopback_only(locked: EndpointProcess) -> None:
+    address = _non_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback IPv4 address to probe from")
+    with socket.socket() as sock:
+        sock.settimeout(5)
+        assert sock.connect_ex((address, locked.port)) != 0, f"endpoint reachable on {address}"
+
+
+async def test_logs_never_contain_the_token_or_credentials(locked: EndpointProcess) -> None:
+    """Runs a refused and an accepted handshake and POST itself, then reads the debug log."""
+    await refused(locked, {"Authorization": "Bearer not-the-token-9x"})
+    async with session(locked) as ws:
+        await ws.ping()
+    httpx.post(f"{locked.http_url}/invocations", json={"text": "Hi."}, headers=AUTH, timeout=120)
+    log = locked.log_text()
+    assert "authorization: Bearer [redacted]" in log.replace("Authorization", "authorization")  # headers logged
+    assert "bearer token required" in log
+    for secret in (TOKEN, AWS_KEY_ID, AWS_SECRET, AWS_SESSION, "not-the-token-9x"):
+        assert secret not in log, f"{secret[:4]}... appears in the endpoint log"
