@@ -23,6 +23,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from voicecli.audio_devices import AudioDeviceError
 from voicecli.llm.base import LLM, LLMError, StreamEnd, TextDelta
 from voicecli.llm.history import Conversation
 from voicecli.mp3_decode import Mp3DecodeError, Mp3StreamDecoder
@@ -228,6 +229,10 @@ class VoicePipeline:
             await self._llm_task
         except asyncio.CancelledError:
             turn.timeline.interrupted = True
+        except AudioDeviceError as exc:  # the speaker went away mid-answer: say so, keep the session usable
+            turn.failure = str(exc)
+            self._llm_task.cancel()
+            await transport.cancel(None)
         finally:
             self._current = None
         spoken = " ".join(s.text for s in turn.sentences if s.index in turn.heard)
@@ -269,7 +274,7 @@ class VoicePipeline:
         try:
             stream = self.llm.stream(self.history.messages(), system=settings.system_prompt,
                                      max_tokens=settings.max_tokens, temperature=settings.temperature)
-            async with contextlib.aclosing(stream) as events:  # type: ignore[type-var]
+            async with contextlib.aclosing(stream) as events:
                 async for event in events:
                     if isinstance(event, TextDelta):
                         timeline.mark("llm_first_token")

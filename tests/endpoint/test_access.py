@@ -201,3 +201,31 @@ async def test_logs_never_contain_the_token_or_credentials(locked: EndpointProce
     assert "bearer token required" in log
     for secret in (TOKEN, AWS_KEY_ID, AWS_SECRET, AWS_SESSION, "not-the-token-9x"):
         assert secret not in log, f"{secret[:4]}... appears in the endpoint log"
+
+
+async def test_client_transport_explains_a_refused_token(locked: EndpointProcess) -> None:
+    from voicecli.tts.base import TransportError
+    from voicecli.tts.websocket import WebSocketTransport
+
+    transport = WebSocketTransport(f"http://127.0.0.1:{locked.port}", token="wrong")
+    with pytest.raises(TransportError) as info:
+        await transport.connect()
+    message = str(info.value)
+    assert "HTTP 401" in message and "endpoint.token" in message and "is the endpoint running" not in message
+
+
+async def test_client_reopens_an_idle_closed_session_only_when_needed(locked: EndpointProcess) -> None:
+    from voicecli.tts.base import AudioDone, SpeechRequest
+    from voicecli.tts.websocket import WebSocketTransport
+
+    transport = WebSocketTransport(f"http://127.0.0.1:{locked.port}", token=TOKEN)
+    await transport.connect()
+    try:
+        await asyncio.sleep(IDLE_S * 3)  # the endpoint closes the idle session ...
+        assert transport.reconnects == 0  # ... and the client does not hold a slot by reconnecting at once
+        await transport.send(SpeechRequest("after-idle", "Hello again."))
+        while not isinstance(event := await transport.next_event(120), AudioDone):
+            pass
+        assert event.request_id == "after-idle" and transport.reconnects == 1
+    finally:
+        await transport.aclose()

@@ -132,8 +132,8 @@ class SageMakerBidiTransport(TTSTransport):
         await self._open_stream()
 
     async def _build_client(self) -> Any:
-        from aws_sdk_sagemaker_runtime_http2.client import AsyncSageMakerRuntimeHTTP2Client  # type: ignore[import-untyped]
-        from aws_sdk_sagemaker_runtime_http2.config import AsyncSageMakerRuntimeHTTP2Config  # type: ignore[import-untyped]
+        from aws_sdk_sagemaker_runtime_http2.client import AsyncSageMakerRuntimeHTTP2Client
+        from aws_sdk_sagemaker_runtime_http2.config import AsyncSageMakerRuntimeHTTP2Config
         from smithy_http.aio.crt import AWSCRTHTTPClient
 
         def resolve() -> tuple[str, Any]:
@@ -153,7 +153,7 @@ class SageMakerBidiTransport(TTSTransport):
         return AsyncSageMakerRuntimeHTTP2Client(config=config)
 
     async def _open_stream(self) -> None:
-        from aws_sdk_sagemaker_runtime_http2.models import (  # type: ignore[import-untyped]
+        from aws_sdk_sagemaker_runtime_http2.models import (
             InvokeEndpointWithBidirectionalStreamInput,
         )
 

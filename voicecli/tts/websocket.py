@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import ClassVar
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from voicecli.protocol import Cancel, Close, encode_message
 from voicecli.tts.base import SpeechRequest, TransportError, TTSTransport
@@ -58,6 +59,7 @@ class WebSocketTransport(TTSTransport):
         self._receiver = Receiver(self._emit)
         self._send_lock = asyncio.Lock()
         self._closing = False
+        self._idle = False
         self._broken: str | None = None
         self.reconnects = 0
         """How many times the connection was re-established (shown in the status bar, counted in tests)."""
@@ -69,6 +71,8 @@ class WebSocketTransport(TTSTransport):
                         ping_interval=20, ping_timeout=60),
                 self._connect_timeout_s,
             )
+        except InvalidStatus as exc:
+            raise TransportError(_refusal(self.url, exc)) from exc
         except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
             raise TransportError(
                 f"cannot open the TTS WebSocket {self.url} ({exc.__class__.__name__}: {exc}); is the endpoint "
@@ -88,6 +92,11 @@ class WebSocketTransport(TTSTransport):
             raise TransportError("the TTS transport is not connected: call connect() first")
         message = self._receiver.sent(request)
         async with self._send_lock:
+            if self._idle:  # the endpoint closed the idle session: open a new one on demand
+                self._ws = await self._open()
+                self._idle = False
+                self.reconnects += 1
+                self._reader = asyncio.create_task(self._read_loop(), name="tts-websocket-reader")
             with contextlib.suppress(ConnectionClosed):  # the reader reconnects and re-sends it
                 await self._ws.send(message)
 
@@ -126,6 +135,9 @@ class WebSocketTransport(TTSTransport):
                 pass
             if self._closing:
                 return
+            if not self._receiver.outstanding:
+                self._idle = True  # nothing to re-send: reconnect when the next sentence needs it, not now
+                return
             if not await self._reconnect():
                 return
 
@@ -149,3 +161,19 @@ class WebSocketTransport(TTSTransport):
                         "tries; check that the endpoint is running (`voicecli doctor`)")
         self._receiver.fail_all("connection_lost", self._broken)
         return False
+
+
+def _refusal(url: str, exc: InvalidStatus) -> str:
+    """Why the endpoint refused the handshake, in its own words when it gave them (401 token, 503 limits)."""
+    status = exc.response.status_code
+    try:
+        detail = json.loads(exc.response.body or b"{}").get("message", "")
+    except ValueError:
+        detail = ""
+    if status == 401:
+        advice = "set endpoint.token (or VOICECLI_ENDPOINT__TOKEN) to the token the endpoint was started with"
+    elif status == 503:
+        advice = "the endpoint is at its session limit; close another chat or raise its --max-sessions"
+    else:
+        advice = "check the endpoint URL and that it is a voicecli endpoint"
+    return f"the TTS endpoint {url} refused the connection (HTTP {status}{': ' + detail if detail else ''}); {advice}"
