@@ -155,6 +155,7 @@ def test_barge_in_stops_the_answer_and_answers_the_new_turn(
     assert "four" in answers[1].lower()
     stopped = [line for line in chat.stderr if "playback stopped" in line]
     assert stopped, chat.stderr
+    print(stopped[0])  # the measured stop latency, for the record (shown with pytest -s)
     assert len(bedrock.requests) == 2
     history = bedrock.requests[1].body["messages"]
     assert history[1]["role"] == "assistant" and history[1]["content"][0]["text"].endswith("…")
