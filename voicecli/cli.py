@@ -21,7 +21,7 @@ class UserError(RuntimeError):
     """An expected failure, reported as one line and exit status 2."""
 
 
-def _global_options() -> argparse.ArgumentParser:
+def global_options() -> argparse.ArgumentParser:
     """Options accepted before or after the subcommand (`voicecli --llm bedrock chat` == `voicecli chat --llm ...`)."""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument("--endpoint", default=argparse.SUPPRESS, metavar="TARGET",
@@ -122,7 +122,7 @@ def _cmd_chat(args: argparse.Namespace, config: Config) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _global_options()
+    common = global_options()
     parser = argparse.ArgumentParser(
         prog="voicecli", parents=[common],
         description="Voice chat in the terminal: speak, and hear the answer start after its first sentence.",

@@ -57,9 +57,9 @@ def _rtt(parser: argparse.ArgumentParser) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `tts`, `e2e` and `load` sub-commands to the `voicecli bench` parser."""
-    from voicecli.cli import _global_options
+    from voicecli.cli import global_options
 
-    common = _global_options()
+    common = global_options()
     commands = parser.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
 
     text = "TTS only: batch vs bidi time to first audio (the post's 329 -> 157 ms study)"
