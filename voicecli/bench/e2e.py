@@ -16,7 +16,6 @@ this machine too; an embedded LLM has no network, and Bedrock already has its re
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import urllib.parse
 from pathlib import Path
@@ -33,9 +32,9 @@ from voicecli.bench.report import (
     Sample,
     default_name,
     machine_line,
+    run_bench,
     summarize_samples,
     variant_table,
-    write_result,
 )
 from voicecli.bench.target import BenchError, Target, endpoint_stats, parse_rtts, resolve_target, route
 from voicecli.bench.texts import E2E_PROMPTS, E2E_SYSTEM_PROMPT
@@ -288,13 +287,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     if args.runs < 1:
         raise UserError("--runs must be at least 1")
-    try:
-        result = asyncio.run(_bench(args, config))
-    except (BenchError, TransportError, MeasureError, EndpointStartError, LLMError) as exc:
-        raise UserError(str(exc)) from exc
-    markdown = render_markdown(result)
-    directory = write_result(result, markdown, Path(args.out), charts)
-    print(markdown)
-    print(f"results: {directory} (and {Path(args.out) / 'latest' / 'e2e'})")
+    run_bench(_bench(args, config), Path(args.out), render_markdown, charts,
+                       (BenchError, TransportError, MeasureError, EndpointStartError, LLMError))
     return 0
 

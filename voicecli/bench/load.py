@@ -27,7 +27,7 @@ from voicecli.bench.charts import load_chart
 from voicecli.bench.machine import machine_info
 from voicecli.bench.measure import MeasureError, Trace, check_exact, speak
 from voicecli.bench.progress import BenchProgress
-from voicecli.bench.report import BenchResult, Sample, default_name, machine_line, write_result
+from voicecli.bench.report import BenchResult, Sample, default_name, machine_line, run_bench
 from voicecli.bench.target import BenchError, Target, endpoint_stats, parse_counts, resolve_target
 from voicecli.bench.texts import LOAD_SENTENCES
 from voicecli.config import Config
@@ -238,14 +238,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     if args.runs < 1 or args.sentences < 1:
         raise UserError("--runs and --sentences must be at least 1")
-    try:
-        result = asyncio.run(_bench(args, config))
-    except (BenchError, TransportError, MeasureError, EndpointStartError) as exc:
-        raise UserError(str(exc)) from exc
-    markdown = render_markdown(result)
-    directory = write_result(result, markdown, Path(args.out), charts)
-    print(markdown)
-    print(f"results: {directory} (and {Path(args.out) / 'latest' / 'load'})")
+    result = run_bench(_bench(args, config), Path(args.out), render_markdown, charts,
+                       (BenchError, TransportError, MeasureError, EndpointStartError))
     bad = [r for r in result.tables["load"] if not r["exact"]]
     if bad:
         print(f"voicecli: error: accounting failed for N={', '.join(str(r['sessions']) for r in bad)}; "

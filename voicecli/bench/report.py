@@ -7,11 +7,12 @@ side by side (interleaved run by run), because on a machine shared with other wo
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import shutil
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,3 +179,24 @@ def write_result(result: BenchResult, markdown: str, out_root: Path, charts: Cha
         shutil.rmtree(latest)
     shutil.copytree(directory, latest)
     return directory
+
+
+def run_bench(
+    bench: Coroutine[Any, Any, BenchResult],
+    out_root: Path,
+    render: Callable[[BenchResult], str],
+    charts: ChartWriter,
+    errors: tuple[type[Exception], ...],
+) -> BenchResult:
+    """Run one benchmark, turn its expected failures into one-line CLI errors, then write and print its report."""
+    from voicecli.cli import UserError
+
+    try:
+        result = asyncio.run(bench)
+    except errors as exc:
+        raise UserError(str(exc)) from exc
+    markdown = render(result)
+    directory = write_result(result, markdown, out_root, charts)
+    print(markdown)
+    print(f"results: {directory} (and {out_root / LATEST / result.kind})")
+    return result

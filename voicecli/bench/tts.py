@@ -15,7 +15,6 @@ CPU, so runs are few: N=5 by default (about 30 s a round on 2 shared cores; rais
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +31,9 @@ from voicecli.bench.report import (
     Sample,
     default_name,
     machine_line,
+    run_bench,
     summarize_samples,
     variant_table,
-    write_result,
 )
 from voicecli.bench.target import BenchError, Target, endpoint_stats, parse_rtts, resolve_target, route
 from voicecli.bench.texts import TEXT_SETS, paragraph
@@ -277,13 +276,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     if args.runs < 1:
         raise UserError("--runs must be at least 1")
-    try:
-        result = asyncio.run(_bench(args, config))
-    except (BenchError, TransportError, MeasureError, EndpointStartError, FileNotFoundError) as exc:
-        raise UserError(str(exc)) from exc
-    markdown = render_markdown(result)
-    directory = write_result(result, markdown, Path(args.out), charts)
-    print(markdown)
-    print(f"results: {directory} (and {Path(args.out) / 'latest' / 'tts'})")
+    run_bench(_bench(args, config), Path(args.out), render_markdown, charts,
+                       (BenchError, TransportError, MeasureError, EndpointStartError, FileNotFoundError))
     return 0
 
