@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.standins.bedrock import BedrockStandIn
+
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 300.0
 """Import + load + warm-up takes ~15 s on a quiet 2-core machine; much longer when other work shares it."""
@@ -119,3 +121,24 @@ def pulse() -> Iterator[object]:
     finally:
         daemon.stop()
         reinitialize_portaudio()
+
+
+@pytest.fixture
+def dummy_aws_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Static dummy keys and no ~/.aws files or instance metadata: the real AWS clients sign requests for the
+    loopback stand-ins, and nothing outside the test is consulted."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDSTANDIN")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "standin-secret")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def bedrock() -> Iterator[BedrockStandIn]:
+    """A ConverseStream stand-in on loopback for the real boto3 client (queue its replies)."""
+    with BedrockStandIn() as running:
+        yield running

@@ -7,8 +7,7 @@ threshold, that in bidi mode the first sentence's audio arrives while the LLM is
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -32,26 +31,12 @@ from voicecli.tts.base import TTSTransport
 from voicecli.tts.http_batch import BatchHttpTransport
 from voicecli.tts.websocket import WebSocketTransport
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dummy_aws_credentials")]
 
 ANSWER = ["The Moon orbits", " the Earth about once a month.", " It has no air", " and no liquid water.",
           " People first walked on it in 1969."]
 
 
-@pytest.fixture(autouse=True)
-def dummy_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDSTANDIN")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "standin-secret")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-
-
-@pytest.fixture
-def bedrock() -> Iterator[BedrockStandIn]:
-    with BedrockStandIn() as running:
-        yield running
 
 
 class Recorder:

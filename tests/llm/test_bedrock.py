@@ -6,7 +6,6 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
-from pathlib import Path
 
 import pytest
 
@@ -26,28 +25,10 @@ from voicecli.llm import (
 from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
 
 # One loop for fixtures and tests: clients hold loop-bound connections across the fixture boundary.
-pytestmark = pytest.mark.asyncio(loop_scope="session")
+pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.usefixtures("dummy_aws_credentials")]
 
 MODEL_ID = "us.amazon.nova-lite-v1:0"
 QUESTION = [ChatMessage("user", "Hi there")]
-
-
-@pytest.fixture(autouse=True)
-def dummy_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Static dummy keys; no ~/.aws files and no instance metadata, so nothing outside the test is consulted."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDSTANDIN")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "standin-secret")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    for name in (
-        "AWS_PROFILE",
-        "AWS_SESSION_TOKEN",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-    ):
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture

@@ -72,30 +72,25 @@ async def test_typed_turn_against_the_real_endpoint(live_config: Config, tmp_pat
 
 
 @pytest.mark.slow
-async def test_escape_interrupts_an_answer(
-    tmp_path: Path, server: RunningServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("dummy_aws_credentials")
+async def test_escape_interrupts_an_answer(tmp_path: Path, server: RunningServer, bedrock: BedrockStandIn) -> None:
     """A Bedrock stand-in holds the answer after two sentences, so the turn is certainly still speaking."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDSTANDIN")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "standin-secret")
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     never = threading.Event()
-    with BedrockStandIn() as bedrock:
-        bedrock.queue(standin.Reply(deltas=["One, two.", " Three, four.", " Five."], hold_at=2, release=never,
-                                    hold_timeout_s=120))
-        config = make_config(tmp_path, VOICECLI_ENDPOINT__TARGET=server.http_url, VOICECLI_LLM__BACKEND="bedrock",
-                             VOICECLI_LLM__BEDROCK__ENDPOINT_URL=bedrock.url)
-        app = VoiceChatApp(config, mute=True)
-        async with app.run_test(size=SIZE) as pilot:
-            status = app.query_one(StatusBar)
-            await wait_for(lambda: status.state == "idle")
-            await pilot.press(*"Count please.", "enter")
-            await wait_for(lambda: status.state == "speaking")
-            await pilot.press("escape")
-            await wait_for(lambda: status.state == "idle")
-            never.set()
-            assert app.query_one(AnswerText).cut
-            assert "interrupted" in str(app.query_one(AnswerText).render())
+    bedrock.queue(standin.Reply(deltas=["One, two.", " Three, four.", " Five."], hold_at=2, release=never,
+                                hold_timeout_s=120))
+    config = make_config(tmp_path, VOICECLI_ENDPOINT__TARGET=server.http_url, VOICECLI_LLM__BACKEND="bedrock",
+                         VOICECLI_LLM__BEDROCK__ENDPOINT_URL=bedrock.url)
+    app = VoiceChatApp(config, mute=True)
+    async with app.run_test(size=SIZE) as pilot:
+        status = app.query_one(StatusBar)
+        await wait_for(lambda: status.state == "idle")
+        await pilot.press(*"Count please.", "enter")
+        await wait_for(lambda: status.state == "speaking")
+        await pilot.press("escape")
+        await wait_for(lambda: status.state == "idle")
+        never.set()
+        assert app.query_one(AnswerText).cut
+        assert "interrupted" in str(app.query_one(AnswerText).render())
 
 
 async def test_bindings_that_need_no_endpoint(tmp_path: Path) -> None:
