@@ -1,0 +1,1 @@
+"""Model provisioning: the catalog (what, with which hashes), the sources (hub or registry), and the installer."""
