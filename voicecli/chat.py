@@ -92,6 +92,7 @@ class Headless:
         self.session: Session | None = None
         self.done = 0
         self._background: set[asyncio.Future[None]] = set()
+        self._listening = False
 
     def log(self, message: str) -> None:
         print(f"... {message}", file=sys.stderr, flush=True)
@@ -167,8 +168,6 @@ class Headless:
                 return
             if line.strip():
                 await self.turns.put((line.strip(), "typed", {}))
-
-    _listening = False
 
     async def _start_listening(self) -> asyncio.Task[None] | None:
         from voicecli.capture import NoMicrophoneError
