@@ -6,7 +6,6 @@ directly. Only the AWS wire is stood in for (tests/standins/sagemaker.py, tests/
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Iterator
 
 import httpx
@@ -17,6 +16,7 @@ from tests.conftest import RunningServer
 from tests.standins.sagemaker import PART_SIZES, Behaviour, SageMakerRuntimeStandIn
 from tests.standins.sagemaker_bidi import BidiBehaviour, BidiStandIn
 from tests.standins.tls import SelfSigned, make_self_signed
+from tests.tts.events import audio_by_request, collect
 from voicecli.protocol import SAMPLE_RATE, mp3_frame_length
 from voicecli.tts.base import AudioChunk, AudioDone, AudioEvent, AudioFailed, AudioStart, SpeechRequest, TransportError
 from voicecli.tts.sagemaker import (
@@ -72,25 +72,6 @@ def target(name: str, url: str) -> SageMakerTarget:
     return SageMakerTarget(name, region="us-east-1", endpoint_url=url, max_attempts=1)
 
 
-async def collect(transport: object, ids: set[str]) -> list[AudioEvent]:
-    events: list[AudioEvent] = []
-    open_ids = set(ids)
-    while open_ids:
-        event = await transport.next_event(TIMEOUT)  # type: ignore[attr-defined]
-        events.append(event)
-        if isinstance(event, AudioDone | AudioFailed) and event.request_id in open_ids:
-            open_ids.discard(event.request_id)
-    return events
-
-
-def audio_of(events: list[AudioEvent]) -> dict[str, bytes]:
-    audio: dict[str, bytearray] = defaultdict(bytearray)
-    for event in events:
-        if isinstance(event, AudioChunk):
-            audio[event.request_id] += event.data
-    return {rid: bytes(data) for rid, data in audio.items()}
-
-
 def direct(server: RunningServer, text: str, audio_format: str, stream: bool = False) -> bytes:
     body = {"text": text, "format": audio_format, "stream": stream}
     response = httpx.post(f"{server.http_url}/invocations", json=body, timeout=TIMEOUT)
@@ -143,7 +124,7 @@ async def test_batch_returns_the_endpoints_exact_mp3(server: RunningServer, runt
     finally:
         await transport.aclose()
     assert isinstance(events[0], AudioStart) and isinstance(events[-1], AudioDone)
-    audio = audio_of(events)["b1"]
+    audio = audio_by_request(events)["b1"]
     assert audio == direct(server, TEXT, "mp3")
     assert 0.6 < mp3_seconds(audio) < 4.0
     record = runtime.records[-1]
@@ -165,7 +146,7 @@ async def test_response_stream_realigns_parts_cut_mid_frame(server: RunningServe
     assert [e.request_id for e in events if isinstance(e, AudioDone)] == ["s1", "s2"]
     chunks = [e.data for e in events if isinstance(e, AudioChunk) and e.request_id == "s1"]
     assert all(chunk[:1] == b"\xff" and whole_frames(chunk) for chunk in chunks)
-    audio = audio_of(events)
+    audio = audio_by_request(events)
     assert audio["s1"] == direct(server, TEXT, "mp3", stream=True)
     assert audio["s2"] == direct(server, "Second.", "pcm16", stream=True)
     assert all(len(e.data) % 2 == 0 for e in events if isinstance(e, AudioChunk) and e.request_id == "s2")
@@ -251,7 +232,7 @@ async def test_bidi_one_stream_pipelines_two_turns_and_matches_the_websocket(
     ids = [f"w{i}" for i in range(3)]
     for rid, text in zip(ids, SENTENCES, strict=True):
         await reference.send(SpeechRequest(rid, text))
-    expected = list(audio_of(await collect(reference, set(ids))).values())
+    expected = list(audio_by_request(await collect(reference, set(ids))).values())
     await reference.aclose()
 
     before = len(bidi.records)
@@ -267,7 +248,7 @@ async def test_bidi_one_stream_pipelines_two_turns_and_matches_the_websocket(
             assert [e.request_id for e in events if isinstance(e, AudioDone)] == ids
             order = [ids.index(str(e.request_id)) for e in events]
             assert order == sorted(order)  # never interleaved
-            audio = audio_of(events)
+            audio = audio_by_request(events)
             assert [audio[rid] for rid in ids] == expected  # byte for byte what the WebSocket gives
         assert 0.2 < mp3_seconds(audio[ids[2]]) < 4.0
     finally:

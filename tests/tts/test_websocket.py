@@ -2,37 +2,16 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 import pytest
 
 from tests.conftest import RunningServer
 from tests.standins.tcp_proxy import CuttableProxy
+from tests.tts.events import audio_by_request, collect
 from voicecli.tts.base import AudioChunk, AudioDone, AudioEvent, AudioFailed, AudioStart, SpeechRequest, TransportError
 from voicecli.tts.websocket import WebSocketTransport, websocket_url
 
 pytestmark = pytest.mark.slow
 SENTENCES = ["The first sentence is short.", "Here comes the second one.", "And a third to finish."]
-
-
-async def collect(transport: WebSocketTransport, ids: set[str], timeout: float = 120) -> list[AudioEvent]:
-    """Events until every id in `ids` has finished or failed."""
-    events: list[AudioEvent] = []
-    open_ids = set(ids)
-    while open_ids:
-        event = await transport.next_event(timeout)
-        events.append(event)
-        if isinstance(event, AudioDone | AudioFailed) and event.request_id in open_ids:
-            open_ids.discard(event.request_id)
-    return events
-
-
-def audio_by_request(events: list[AudioEvent]) -> dict[str, bytes]:
-    audio: dict[str, bytearray] = defaultdict(bytearray)
-    for event in events:
-        if isinstance(event, AudioChunk):
-            audio[event.request_id] += event.data
-    return {rid: bytes(data) for rid, data in audio.items()}
 
 
 def test_websocket_url_forms() -> None:
