@@ -99,13 +99,8 @@ def server(models_dir: Path) -> Iterator[RunningServer]:
             process.wait()
 
 
-@pytest.fixture(scope="session")
-def pulse() -> Iterator[object]:
-    """A private PulseAudio daemon (virtual speaker `vspeaker`, microphone `vmic`) for the whole session.
-
-    PortAudio is re-initialised so that sounddevice sees it (it enumerates devices once, at import).
-    Yields a `tests.pulse.PrivatePulse`.
-    """
+def _private_pulse() -> Iterator[object]:
+    """Start a private PulseAudio daemon and re-initialise PortAudio (it enumerates devices once, at import)."""
     import shutil
 
     from tests.pulse import PrivatePulse
@@ -121,6 +116,21 @@ def pulse() -> Iterator[object]:
     finally:
         daemon.stop()
         reinitialize_portaudio()
+
+
+@pytest.fixture(scope="session")
+def pulse() -> Iterator[object]:
+    """A private PulseAudio daemon (virtual speaker `vspeaker`, microphone `vmic`) for the whole session.
+
+    Yields a `tests.pulse.PrivatePulse`.
+    """
+    yield from _private_pulse()
+
+
+@pytest.fixture
+def own_pulse() -> Iterator[object]:
+    """A private PulseAudio of one test's own, for tests that kill it (so it must not be the session's `pulse`)."""
+    yield from _private_pulse()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -285,26 +285,6 @@ async def test_llm_failing_mid_stream_speaks_what_was_sent_once_and_the_session_
 def _pulse_pid(pulse: object) -> int:
     runtime: Path = pulse.runtime  # type: ignore[attr-defined]
     return int((runtime / "pulse" / "pid").read_text().strip())
-
-
-@pytest.fixture
-def own_pulse() -> Iterator[object]:
-    """A private PulseAudio of this test's own: it gets killed, so it must not be the session's `pulse`."""
-    import shutil
-
-    from tests.pulse import PrivatePulse
-    from voicecli.audio_devices import reinitialize_portaudio
-
-    if shutil.which("pulseaudio") is None:
-        pytest.skip("pulseaudio is not installed")
-    daemon = PrivatePulse()
-    daemon.start()
-    try:
-        reinitialize_portaudio()
-        yield daemon
-    finally:
-        daemon.stop()
-        reinitialize_portaudio()
 
 
 async def test_audio_device_unplugged_mid_answer_is_a_clear_error_not_a_hang(
