@@ -28,7 +28,7 @@ AUDIBLE_DBFS = -45.0
 
 
 def espeak(text: str, path: Path) -> Path:
-    subprocess.run(["espeak-ng", "-s", "120", "-w", str(path), text], check=True, timeout=60)
+    subprocess.run(["espeak-ng", "-v", "en-us", "-s", "120", "-w", str(path), text], check=True, timeout=60)
     return path
 
 

@@ -32,12 +32,14 @@ PROMPT = "What is the capital of France"
 
 
 def speak(text: str, directory: Path, name: str = "prompt") -> tuple[Path, Audio]:
-    """espeak-ng at 120 words/min (slow enough for tiny.en): the WAV for paplay and its samples at 16 kHz."""
+    """espeak-ng, US voice, 120 words/min: the WAV for paplay and its samples at 16 kHz. (tiny.en hears the default
+    voice's "of France" as "on thrones" on some CPUs: int8 kernels differ; the US voice was heard right
+    at 120-140 words/min on the machines tried.)"""
     if shutil.which("espeak-ng") is None or shutil.which("sox") is None:
         pytest.fail("espeak-ng and sox are needed for speech fixtures: apt-get install espeak-ng sox")
     wav = directory / f"{name}.wav"
     raw = directory / f"{name}.16k.f32"
-    subprocess.run(["espeak-ng", "-s", "120", "-w", str(wav), text], check=True, timeout=60)
+    subprocess.run(["espeak-ng", "-v", "en-us", "-s", "120", "-w", str(wav), text], check=True, timeout=60)
     subprocess.run(["sox", str(wav), "-r", "16000", "-c", "1", "-t", "f32", str(raw)], check=True, timeout=60)
     return wav, np.fromfile(raw, dtype=np.float32)
 
@@ -285,3 +287,46 @@ async def test_live_silence_produces_no_events(pulse: PrivatePulse, vad: SileroV
         events, levels = await listen(mic, endpointer, seconds=2.0, until_end=False)
     assert events == []
     assert len(levels) > 30 and endpointer.speech_probability < 0.5
+
+
+@pytest.mark.parametrize("hold_ms", [300, 1400])
+def test_end_after_sets_this_pauses_hang_over(prompt: tuple[Path, Audio], vad: SileroVad, hold_ms: int) -> None:
+    """What the transcript-aware end of turn relies on: the hang-over chosen at the pause is the one applied."""
+    audio = np.concatenate([silence(0.5), prompt[1], silence(2.5)])
+    _, last_loud = loud_span(audio)
+    vad.reset()
+    endpointer = Endpointer(silence_ms=700, tail_ms=200, vad=vad)
+    events: list[tuple[int, TurnEvent]] = []
+    for start in range(0, len(audio), WINDOW):
+        fed = [(start + WINDOW, e) for e in endpointer.feed(audio[start : start + WINDOW], at=start / SAMPLE_RATE)]
+        for _, event in fed:
+            if isinstance(event, SpeechPaused):
+                assert endpointer.paused_in(event.turn)
+                endpointer.end_after(hold_ms)
+        events += fed
+    assert kinds(events) == ["SpeechStarted", "SpeechPaused", "SpeechEnded"]
+    ended_fed, ended = events[-1]
+    assert isinstance(ended, SpeechEnded)
+    silence_ms = (ended_fed - last_loud) / SAMPLE_RATE * 1000
+    assert hold_ms - 64 <= silence_ms <= hold_ms + 200, silence_ms
+    np.testing.assert_array_equal(events[1][1].audio, ended.audio)  # type: ignore[union-attr]
+
+
+def test_end_after_is_forgotten_when_speech_resumes(prompt: tuple[Path, Audio], vad: SileroVad) -> None:
+    """A short hang-over chosen at one pause must not cut the next pause: a resume restores the default."""
+    speech = prompt[1]
+    audio = np.concatenate([silence(0.5), speech, silence(0.4), speech, silence(2.0)])
+    vad.reset()
+    endpointer = Endpointer(silence_ms=700, tail_ms=200, vad=vad)
+    events: list[TurnEvent] = []
+    paused = 0
+    for start in range(0, len(audio), WINDOW):
+        for event in endpointer.feed(audio[start : start + WINDOW], at=start / SAMPLE_RATE):
+            events.append(event)
+            if isinstance(event, SpeechPaused):
+                paused += 1
+                endpointer.end_after(1500 if paused == 1 else 700)
+    assert [type(e).__name__ for e in events] == [
+        "SpeechStarted", "SpeechPaused", "SpeechResumed", "SpeechPaused", "SpeechEnded"]
+    endpointer.end_after(100)  # not paused any more: ignored
+    assert not endpointer.in_speech

@@ -119,7 +119,7 @@ async def test_speculative_decode_is_reused_when_the_user_stays_silent(
     futures: list[asyncio.Future[Transcript]] = []
     for _, event in run(Endpointer(), np.concatenate([silence(0.5), prompt[1], silence(1.2)])):
         future = turns.observe(event)
-        if future is not None:
+        if future is not None and isinstance(event, SpeechEnded):
             futures.append(future)
     assert len(futures) == 1
     transcript = await futures[0]
@@ -134,7 +134,8 @@ async def test_speculation_is_discarded_when_speech_resumes(transcriber: Transcr
     a, b = loud_span(first), loud_span(second)
     audio = np.concatenate([silence(0.5), first[a[0] : a[1]], silence(0.45), second[b[0] : b[1]], silence(1.2)])
     turns = TurnTranscriber(transcriber)
-    results = [f for _, event in run(Endpointer(silence_ms=700), audio) if (f := turns.observe(event)) is not None]
+    results = [f for _, event in run(Endpointer(silence_ms=700), audio)
+               if (f := turns.observe(event)) is not None and isinstance(event, SpeechEnded)]
     assert len(results) == 1
     transcript = await results[0]
     # The decode started at the first pause is dropped; the one from the final pause covers both parts.

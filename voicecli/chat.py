@@ -26,11 +26,20 @@ import numpy.typing as npt
 from voicecli.config import Config
 from voicecli.llm import LLMError
 from voicecli.local_endpoint import EndpointStartError
-from voicecli.pipeline import AudioSink, CollectingSink, PipelineEvent, TurnFailed, TurnFinished
+from voicecli.pipeline import (
+    AudioSink,
+    CollectingSink,
+    PipelineEvent,
+    Speculation,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+)
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.session import Session, open_session
 from voicecli.timeline import KEY_SPANS, TurnTimeline
 from voicecli.tts.base import TransportError
+from voicecli.turn_taking import TurnTaker
 
 STARTUP_ERRORS = (TransportError, EndpointStartError, LLMError, OSError)
 
@@ -86,22 +95,33 @@ class Headless:
     def __init__(self, args: argparse.Namespace, config: Config) -> None:
         self.args = args
         self.config = config
-        self.failures: list[str] = []
-        self.answers: list[str] = []
-        self.turns: asyncio.Queue[tuple[str, str, dict[str, float]] | None] = asyncio.Queue()
+        self.failed = False
         self.session: Session | None = None
+        self.taker: TurnTaker | None = None
         self.done = 0
-        self._background: set[asyncio.Future[None]] = set()
+        self.finished = asyncio.Event()
         self._listening = False
 
     def log(self, message: str) -> None:
         print(f"... {message}", file=sys.stderr, flush=True)
 
     def on_event(self, event: PipelineEvent) -> None:
-        if isinstance(event, TurnFailed):
-            self.failures.append(event.message)
+        """The transcript on stdout: `you>` when a turn is answered (a speculative one only once confirmed),
+        `assistant>` and its `timeline {json}` when it is done."""
+        if isinstance(event, TurnStarted):
+            print(f"you{' (spoken)' if event.origin == 'spoken' else ''}> {event.user_text}", flush=True)
+        elif isinstance(event, Speculation) and event.state != "confirmed":
+            self.log(f"speculative answer {event.state}")
+        elif isinstance(event, TurnFailed):
+            self.failed = True
+            print(f"voicecli: error: {event.message}", file=sys.stderr, flush=True)
         elif isinstance(event, TurnFinished):
-            self.answers.append(event.answer)
+            print(f"assistant> {event.answer.strip() or '(no answer)'}", flush=True)
+            print("timeline " + json.dumps(event.timeline.to_json()), flush=True)
+            print(summary(event.timeline), file=sys.stderr, flush=True)
+            self.done += 1
+            if self.args.turns and self.done >= self.args.turns:
+                self.finished.set()
 
     async def run(self) -> int:
         args = self.args
@@ -114,18 +134,20 @@ class Headless:
         self.log(audio_note)
         sources: list[asyncio.Task[None]] = []
         try:
-            if args.text is not None:
-                await self.turns.put((args.text, "typed", {}))
-                await self.turns.put(None)
-            elif args.wav is not None:
-                await self._wav_turn(args.wav)
-                await self.turns.put(None)
-            else:
-                listening = await self._start_listening()  # first: stdin at EOF must not end a spoken session
-                if listening is not None:
-                    sources.append(listening)
-                sources.append(asyncio.create_task(self._typed()))
-            status = await self._answer_turns()
+            async with TurnTaker(self.session.pipeline, self.config.get_bool("audio.speculative_answers")) as taker:
+                self.taker = taker
+                if args.text is not None:
+                    taker.submit(args.text)
+                    await taker.drained()
+                elif args.wav is not None:
+                    await self._wav_turn(args.wav)
+                    await taker.drained()
+                else:
+                    listening = await self._start_listening()  # first: stdin at EOF must not end a spoken session
+                    if listening is not None:
+                        sources.append(listening)
+                    sources.append(asyncio.create_task(self._typed()))
+                    await self.finished.wait()
         finally:
             for task in sources:
                 task.cancel()
@@ -133,62 +155,40 @@ class Headless:
         if args.out is not None and isinstance(sink, CollectingSink):
             save_wav(args.out, sink.audio())
             self.log(f"saved {sink.audio().size / SAMPLE_RATE:.2f} s of audio to {args.out}")
-        return status
-
-    async def _answer_turns(self) -> int:
-        assert self.session is not None
-        status = 0
-        while (item := await self.turns.get()) is not None:
-            text, origin, marks = item
-            self.failures.clear()
-            self.answers.clear()
-            print(f"you{' (spoken)' if origin == 'spoken' else ''}> {text}", flush=True)
-            timeline = await self.session.pipeline.turn(text, origin, marks)
-            answer = self.answers[-1].strip() if self.answers else ""
-            print(f"assistant> {answer or '(no answer)'}", flush=True)
-            print("timeline " + json.dumps(timeline.to_json()), flush=True)
-            print(summary(timeline), file=sys.stderr, flush=True)
-            if self.failures:
-                print(f"voicecli: error: {self.failures[0]}", file=sys.stderr)
-                status = 2
-            self.done += 1
-            if self.args.turns and self.done >= self.args.turns:
-                break
-        return status
+        return 2 if self.failed else 0
 
     async def _typed(self) -> None:
+        assert self.taker is not None
         while True:
             try:
                 line = await asyncio.to_thread(sys.stdin.readline)
             except (OSError, ValueError):
                 line = ""
-            if not line:  # end of input: wait for spoken turns if listening, else finish
+            if not line:  # end of input: wait for spoken turns if listening, else finish what was asked
                 if not self._listening:
-                    await self.turns.put(None)
+                    await self.taker.drained()
+                    self.finished.set()
                 return
             if line.strip():
-                await self.turns.put((line.strip(), "typed", {}))
+                self.taker.submit(line.strip())
 
     async def _start_listening(self) -> asyncio.Task[None] | None:
         from voicecli.capture import NoMicrophoneError
-        from voicecli.listening import BargeIn, EchoGate, ListenEvent, SpokenTurn, open_listener
+        from voicecli.listening import BargeIn, EchoGate, ListenEvent, open_listener
         from voicecli.transcription import WhisperModelMissing
 
-        assert self.session is not None
+        assert self.session is not None and self.taker is not None
         pipeline = self.session.pipeline
+        taker = self.taker
         sink = pipeline.sink
         gate = EchoGate(self.config.get_bool("audio.echo_gate"), self.config.get_float("audio.echo_margin_db"),
                         lambda: pipeline.speaking, getattr(sink, "level_db", lambda: -120.0))
 
         def on_listen(event: ListenEvent) -> None:
+            taker.on_listen(event)
             if isinstance(event, BargeIn):
-                stopped = pipeline.stop_audio()
+                stopped = time.monotonic()
                 self.log(f"barge-in: playback stopped {(stopped - event.at) * 1000:.0f} ms after speech was detected")
-                task = asyncio.ensure_future(pipeline.interrupt())
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
-            elif isinstance(event, SpokenTurn):
-                self.turns.put_nowait((event.text, "spoken", event.marks))
 
         try:
             listener = await asyncio.to_thread(open_listener, self.config, on_listen, gate)
@@ -217,7 +217,8 @@ class Headless:
         marks = {"speech_end": speech_end, "transcript_ready": time.monotonic()}
         if not transcript.text.strip():
             raise OSError(f"no speech recognised in {path}")
-        await self.turns.put((transcript.text.strip(), "spoken", marks))
+        assert self.taker is not None
+        self.taker.submit(transcript.text.strip(), "spoken", marks)
 
 
 def run_chat(args: argparse.Namespace, config: Config) -> int:

@@ -10,10 +10,13 @@ Events carry the monotonic time of the block in which they were detected, so the
 as the rest of the turn's latency marks.
 
 Besides the two events every consumer needs (SpeechStarted, SpeechEnded), the endpointer reports SpeechPaused a
-short moment (tail_ms) into a silence, with the utterance so far: the transcriber can start decoding it while the
-hang-over (silence_ms) is still running, and reuse the result if the user does not resume (SpeechResumed). The audio
-of SpeechPaused and of the SpeechEnded that follows it without a resume are the same samples, which is what makes
-that reuse exact.
+short moment (tail_ms) into a silence, with the utterance so far: the transcriber can start decoding it, and the app
+can start answering it speculatively, while the hang-over is still running; both reuse their work if the user does
+not resume (SpeechResumed). The audio of SpeechPaused and of the SpeechEnded that follows it without a resume are the
+same samples, which is what makes that reuse exact.
+
+The hang-over itself can be changed per pause with ``end_after``: once the speculative transcript says the sentence
+is finished (voicecli.turn_completion), the turn is confirmed sooner; an unfinished one waits longer.
 """
 
 from __future__ import annotations
@@ -197,6 +200,7 @@ class Endpointer:
         self._last_speech_at = 0.0
         self._silent_run = 0  # windows since the last speech window (0 when speech is ongoing)
         self._paused = False
+        self._pause_silence_windows: int | None = None  # end_after() for the current pause
 
     @property
     def speech_probability(self) -> float:
@@ -207,6 +211,24 @@ class Endpointer:
     def in_speech(self) -> bool:
         """True between SpeechStarted and SpeechEnded."""
         return self._in_speech
+
+    def paused_in(self, turn: int) -> bool:
+        """True while turn `turn` is in a pause (after its SpeechPaused, before a resume or its end)."""
+        return self._in_speech and self._paused and self._turn == turn
+
+    @property
+    def last_speech_at(self) -> float:
+        """Time of the block holding the current turn's last speech window."""
+        return self._last_speech_at
+
+    def end_after(self, silence_ms: int) -> None:
+        """End the current pause's turn after `silence_ms` of silence instead of the default hang-over.
+
+        Only meaningful while paused (after SpeechPaused); a resume restores the default. If that much silence has
+        already passed, the turn ends with the next window fed.
+        """
+        if self._in_speech and self._paused:
+            self._pause_silence_windows = max(self._tail_windows + 1, _windows(silence_ms))
 
     def reset(self) -> None:
         """Drop any turn in progress and the VAD state (e.g. after the microphone was reopened)."""
@@ -242,6 +264,7 @@ class Endpointer:
             if self._paused:
                 events.append(SpeechResumed(at, self._turn))
             self._paused = False
+            self._pause_silence_windows = None
             self._silent_run = 0
             self._last_speech_index = len(self._utterance) - 1
             self._last_speech_at = at
@@ -251,7 +274,10 @@ class Endpointer:
         else:
             self._last_speech_index = len(self._utterance) - 1
             self._last_speech_at = at
-        if self._silent_run >= self._silence_windows:
+        silence_windows = self._silence_windows
+        if self._paused and self._pause_silence_windows is not None:
+            silence_windows = self._pause_silence_windows
+        if self._silent_run >= silence_windows:
             events.append(SpeechEnded(at, self._turn, self._cut(), self._last_speech_at))
             self._finish_turn()
         elif self._speculate and not self._paused and self._silent_run >= max(1, self._tail_windows):

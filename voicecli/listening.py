@@ -4,31 +4,67 @@ It also decides when the user talks over the assistant (barge-in). Outside brows
 so by default the microphone is gated while the assistant speaks: blocks reach the endpointer only when the input
 is clearly louder than what is being played (`echo_margin_db` above the playback level). Speech that passes the gate
 is a barge-in: the app stops playback at once and answers the new turn.
+
+Speculation: at a short pause (SpeechPaused) the utterance so far is transcribed at once. That draft does two
+things. It chooses the hang-over for this pause (voicecli.turn_completion: a finished question is confirmed sooner,
+an unfinished one waits longer), and it is offered to the app as a SpokenDraft, which the app may start answering
+while playback is held. Speech that resumes withdraws the draft (DraftWithdrawn); the confirmed turn (SpokenTurn)
+carries the same `turn` number, and the same text when nothing was said since the pause, so the app can tell whether
+its speculative answer is the right one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from voicecli.capture import AudioBlock, Microphone, rms_dbfs
 from voicecli.config import Config
-from voicecli.endpointing import Endpointer, PushToTalk, SpeechEnded, SpeechStarted, TurnEvent
+from voicecli.endpointing import (
+    Endpointer,
+    PushToTalk,
+    SpeechEnded,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    TurnEvent,
+)
 from voicecli.transcription import Transcript, TurnTranscriber
+from voicecli.turn_completion import TurnEndPolicy
 
 
 @dataclass(frozen=True)
 class SpokenTurn:
-    """What the user said, with the turn's input-side latency marks (speech_start, speech_end, transcript_ready)."""
+    """What the user said, with the turn's input-side latency marks (speech_start, speech_end, transcript_ready,
+    turn_confirmed). `turn` is the endpointer's turn number, shared with the SpokenDraft of the same utterance."""
 
     text: str
     marks: dict[str, float]
     audio_s: float
+    turn: int = 0
+
+
+@dataclass(frozen=True)
+class SpokenDraft:
+    """The utterance so far, transcribed at a pause before the turn is confirmed: answer it, but hold the audio."""
+
+    text: str
+    marks: dict[str, float]
+    turn: int
+    hold_ms: int
+    """The hang-over chosen for this pause from the text (how long until the turn is confirmed)."""
+
+
+@dataclass(frozen=True)
+class DraftWithdrawn:
+    """The user spoke again after a SpokenDraft: any answer to it must be dropped unheard."""
+
+    turn: int
 
 
 @dataclass(frozen=True)
@@ -53,7 +89,7 @@ class HeardNothing:
     audio_s: float
 
 
-ListenEvent = SpokenTurn | BargeIn | InputLevel | HeardNothing
+ListenEvent = SpokenTurn | SpokenDraft | DraftWithdrawn | BargeIn | InputLevel | HeardNothing
 
 
 @dataclass
@@ -81,13 +117,16 @@ class Listener:
         transcriber: TurnTranscriber,
         on_event: Callable[[ListenEvent], None],
         gate: EchoGate | None = None,
+        policy: TurnEndPolicy | None = None,
     ) -> None:
         self.microphone = microphone
         self.detector = detector
         self.transcriber = transcriber
         self._on_event = on_event
         self.gate = gate or EchoGate()
+        self.policy = policy or TurnEndPolicy()
         self._speech_start: float | None = None
+        self._draft_turn: int | None = None  # turn of the last SpokenDraft not yet withdrawn or confirmed
         self._last_level = 0.0
         self._pending: set[asyncio.Task[None]] = set()
 
@@ -136,25 +175,65 @@ class Listener:
             self._speech_start = event.at
             if self.gate.is_speaking():
                 self._on_event(BargeIn(event.at))
+        if isinstance(event, SpeechResumed | SpeechStarted) and self._draft_turn is not None:
+            self._on_event(DraftWithdrawn(self._draft_turn))
+            self._draft_turn = None
         future = self.transcriber.observe(event)
-        if isinstance(event, SpeechEnded) and future is not None:
-            marks = {"speech_start": self._speech_start or event.last_speech_at, "speech_end": event.last_speech_at}
-            task = asyncio.ensure_future(self._finish(future, marks, len(event.audio) / 16_000))
-            self._pending.add(task)
-            task.add_done_callback(self._pending.discard)
+        if future is None:
+            return
+        if isinstance(event, SpeechPaused):
+            self._spawn(self._draft(future, event))
+        elif isinstance(event, SpeechEnded):
+            marks = {"speech_start": self._speech_start or event.last_speech_at, "speech_end": event.last_speech_at,
+                     "turn_confirmed": event.at}
+            self._spawn(self._finish(future, marks, len(event.audio) / 16_000, event.turn))
 
-    async def _finish(self, future: asyncio.Future[Transcript], marks: dict[str, float], audio_s: float) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _draft(self, future: asyncio.Future[Transcript], paused: SpeechPaused) -> None:
+        """The speculative transcript of a pause: pick this pause's hang-over, offer the draft to the app."""
         with contextlib.suppress(asyncio.CancelledError):
             transcript = await future
-            marks["transcript_ready"] = time.monotonic()
+            detector = self.detector
+            if not isinstance(detector, Endpointer) or not detector.paused_in(paused.turn):
+                return  # the user already resumed, or the turn already ended on the default hang-over
+            text = transcript.text.strip()
+            hold_ms = self.policy.silence_ms(text or None)
+            detector.end_after(hold_ms)
+            if text:
+                marks = {"speech_start": self._speech_start or paused.at, "speech_end": detector.last_speech_at,
+                         "transcript_ready": transcript.finished_at}
+                self._draft_turn = paused.turn
+                self._on_event(SpokenDraft(text, marks, paused.turn, hold_ms))
+
+    async def _finish(self, future: asyncio.Future[Transcript], marks: dict[str, float], audio_s: float,
+                      turn: int) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            transcript = await future
+            marks["transcript_ready"] = transcript.finished_at
+            self._draft_turn = None
             if transcript.text.strip():
-                self._on_event(SpokenTurn(transcript.text.strip(), marks, audio_s))
+                self._on_event(SpokenTurn(transcript.text.strip(), marks, audio_s, turn))
             else:
                 self._on_event(HeardNothing(audio_s))
 
 
-def make_detector(input_mode: str, silence_ms: int) -> Endpointer | PushToTalk:
-    return PushToTalk() if input_mode == "push_to_talk" else Endpointer(silence_ms=silence_ms)
+def make_detector(input_mode: str, silence_ms: int, speculate_ms: int = 250) -> Endpointer | PushToTalk:
+    if input_mode == "push_to_talk":
+        return PushToTalk()
+    return Endpointer(silence_ms=silence_ms, tail_ms=min(speculate_ms, silence_ms - 1))
+
+
+def turn_end_policy(config: Config) -> TurnEndPolicy:
+    return TurnEndPolicy(
+        default_ms=config.get_int("audio.vad_silence_ms"),
+        complete_ms=config.get_int("audio.turn_end_complete_ms"),
+        incomplete_ms=config.get_int("audio.turn_end_incomplete_ms"),
+        transcript_aware=config.get_bool("audio.transcript_aware_turn_end"),
+    )
 
 
 def open_listener(
@@ -176,5 +255,6 @@ def open_listener(
         models_dir=config.models_dir,
     )
     transcriber.warm_up()
-    detector = make_detector(config.get_str("audio.input_mode"), config.get_int("audio.vad_silence_ms"))
-    return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate)
+    detector = make_detector(config.get_str("audio.input_mode"), config.get_int("audio.vad_silence_ms"),
+                             config.get_int("audio.speculate_ms"))
+    return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate, turn_end_policy(config))

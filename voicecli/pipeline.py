@@ -8,6 +8,12 @@ transport, while the LLM keeps generating: speech starts after the first sentenc
 In batch mode the whole answer is collected first and sent as one request: the slow baseline, kept so the
 difference can be felt and measured. Interruptions (barge-in) overtake everything: they stop playback at once,
 cancel the LLM stream and every pending synthesis on the same connection, and keep in history only what was spoken.
+
+A turn may start speculatively, behind a Hold: the answer to a pause's draft transcript is generated, synthesized
+and decoded, but its audio and its UI events are held back and its question is not yet in the history. Released
+(the end of turn is confirmed), everything held flows at once and the turn goes on as any other; discarded (the user
+spoke again, or the final transcript differs), it is cancelled like a barge-in, on the same connection, and leaves
+no trace: nothing heard, nothing shown, nothing in the history.
 """
 
 from __future__ import annotations
@@ -24,12 +30,12 @@ import numpy as np
 import numpy.typing as npt
 
 from voicecli.audio_devices import AudioDeviceError
-from voicecli.llm.base import LLM, LLMError, StreamEnd, TextDelta
+from voicecli.llm.base import LLM, ChatMessage, LLMError, StreamEnd, TextDelta
 from voicecli.llm.history import Conversation
 from voicecli.mp3_decode import Mp3DecodeError, Mp3StreamDecoder
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.segmentation import Segmenter, speakable_text
-from voicecli.timeline import Mark, SentenceMarks, TurnTimeline
+from voicecli.timeline import Mark, SentenceMarks, SpeculationCounts, TurnTimeline
 from voicecli.tts.base import (
     AudioChunk,
     AudioDone,
@@ -145,7 +151,47 @@ class TurnFailed:
     message: str
 
 
-PipelineEvent = TurnStarted | AssistantDelta | SentenceQueued | SentenceAudio | TurnFinished | TurnFailed | Mark
+@dataclass(frozen=True)
+class Speculation:
+    """A speculative answer "started" (thinking ahead, nothing shown or heard yet), was "confirmed" (its held
+    events follow at once) or "cancelled" (dropped unheard)."""
+
+    turn_id: int
+    state: str
+
+
+PipelineEvent = (
+    TurnStarted | AssistantDelta | SentenceQueued | SentenceAudio | TurnFinished | TurnFailed | Speculation | Mark
+)
+
+
+class Hold:
+    """The gate of a speculative turn: decided once, either released (play it) or discarded (drop it unheard)."""
+
+    def __init__(self) -> None:
+        self._decided = asyncio.Event()
+        self.released = False
+        self.marks: dict[str, float] = {}
+
+    @property
+    def decided(self) -> bool:
+        return self._decided.is_set()
+
+    def release(self, marks: dict[str, float] | None = None) -> None:
+        """The end of turn is confirmed: `marks` (e.g. turn_confirmed) join the turn's timeline."""
+        if not self.decided:
+            self.released = True
+            self.marks = dict(marks or {})
+            self._decided.set()
+
+    def discard(self) -> None:
+        if not self.decided:
+            self._decided.set()
+
+    async def wait(self) -> bool:
+        """Wait for the decision; True when released."""
+        await self._decided.wait()
+        return self.released
 
 
 @dataclass
@@ -173,6 +219,11 @@ class _Turn:
     heard: set[int] = field(default_factory=set)
     llm_finished: asyncio.Event = field(default_factory=asyncio.Event)
     failure: str | None = None
+    hold: Hold | None = None
+    """Set while the turn is speculative and undecided; None once released (or for an ordinary turn)."""
+    discarded: bool = False
+    held_audio: list[Samples] = field(default_factory=list)
+    held_events: list[PipelineEvent] = field(default_factory=list)
 
     @property
     def sentences(self) -> list[SentenceMarks]:
@@ -204,26 +255,49 @@ class VoicePipeline:
 
     @property
     def speaking(self) -> bool:
-        """True while a turn is in progress (generating or playing): new input then means barge-in."""
-        return self._current is not None
+        """True while a turn is in progress (generating or playing): new input then means barge-in. A speculative
+        turn still on hold is not speaking: the user may well go on talking, and that is not a barge-in."""
+        return self._current is not None and self._current.hold is None
 
     @property
     def current_timeline(self) -> TurnTimeline | None:
         return None if self._current is None else self._current.timeline
 
-    async def turn(self, user_text: str, origin: str = "typed", marks: dict[str, float] | None = None) -> TurnTimeline:
-        """Answer one user turn, speaking as it goes. Returns the turn's timeline (also sent as TurnFinished)."""
+    async def turn(
+        self,
+        user_text: str,
+        origin: str = "typed",
+        marks: dict[str, float] | None = None,
+        *,
+        hold: Hold | None = None,
+        speculations: SpeculationCounts | None = None,
+    ) -> TurnTimeline:
+        """Answer one user turn, speaking as it goes. Returns the turn's timeline (also sent as TurnFinished).
+
+        With `hold` the turn is speculative until the hold is decided (see the module docstring); a discarded turn
+        returns its timeline with `interrupted` set and sends no TurnFinished. `speculations` are the counts of the
+        user turn this answers, kept on its timeline.
+        """
         turn_id = next(self._ids)
         mode = self.settings.mode
-        timeline = TurnTimeline(turn_id, mode, origin, listener=self._on_event)
+        turn = _Turn(TurnTimeline(turn_id, mode, origin), answer_id=f"turn-{turn_id}", hold=hold)
+        timeline = turn.timeline
+        timeline.listener = lambda mark: self._emit(turn, mark)
+        if speculations is not None:
+            timeline.speculations = speculations
         for name, at in (marks or {}).items():
             timeline.mark(name, at)
-        turn = _Turn(timeline, answer_id=f"turn-{turn_id}")
         self._current = turn
-        self._on_event(TurnStarted(turn_id, user_text, origin, mode))
-        self.history.add_user(user_text)
         transport = self.transports[mode]
-        self._llm_task = asyncio.create_task(self._generate(turn, transport, batch=mode == "batch"))
+        if hold is None:
+            self.history.add_user(user_text)
+            context = self.history.messages()
+        else:
+            self._on_event(Speculation(turn_id, "started"))
+            context = self.history.messages_with(user_text)
+        self._emit(turn, TurnStarted(turn_id, user_text, origin, mode))
+        self._llm_task = asyncio.create_task(self._generate(turn, transport, context, batch=mode == "batch"))
+        decider = None if hold is None else asyncio.create_task(self._decide(turn, hold, user_text))
         try:
             await self._receive(turn, transport)
             await self._llm_task
@@ -235,6 +309,11 @@ class VoicePipeline:
             await transport.cancel(None)
         finally:
             self._current = None
+            if decider is not None:
+                decider.cancel()
+        if turn.discarded:
+            self._on_event(Speculation(turn_id, "cancelled"))
+            return timeline
         spoken = " ".join(s.text for s in turn.sentences if s.index in turn.heard)
         answer = "".join(turn.text)
         if turn.timeline.interrupted:
@@ -246,6 +325,38 @@ class VoicePipeline:
             self._on_event(TurnFailed(turn_id, turn.failure))
         self._on_event(TurnFinished(turn_id, timeline, answer, spoken, timeline.interrupted))
         return timeline
+
+    def _emit(self, turn: _Turn, event: PipelineEvent) -> None:
+        """Send a turn's event to the UI, or keep it while the turn is held (a speculative answer shows nothing)."""
+        if turn.discarded:
+            return
+        if turn.hold is not None:
+            turn.held_events.append(event)
+        else:
+            self._on_event(event)
+
+    async def _decide(self, turn: _Turn, hold: Hold, user_text: str) -> None:
+        """Wait for a speculative turn's fate; release what it held, or cancel it unheard."""
+        if not await hold.wait():
+            turn.discarded = True
+            await self._cancel(turn)
+            return
+        self.history.add_user(user_text)
+        turn.hold = None
+        for name, at in hold.marks.items():
+            turn.timeline.mark(name, at)
+        turn.timeline.speculations.confirmed += 1
+        self._on_event(Speculation(turn.timeline.turn_id, "confirmed"))
+        for event in turn.held_events:
+            self._on_event(event)
+        turn.held_events.clear()
+        held, turn.held_audio = turn.held_audio, []
+        try:
+            for samples in held:
+                self.sink.write(samples, turn.answer_id)
+        except AudioDeviceError as exc:  # as in turn(): say so, keep the session usable
+            turn.failure = str(exc)
+            await self._cancel(turn)
 
     def stop_audio(self) -> float:
         """Silence the speaker now (synchronously: barge-in must not wait for the event loop). Returns the time."""
@@ -259,27 +370,41 @@ class VoicePipeline:
         if turn is None:
             return
         turn.timeline.interrupted = True
+        if turn.hold is not None:  # a speculative answer nobody heard: drop it without a trace
+            turn.hold.discard()
+            return
+        await self._cancel(turn)
+
+    def discard_speculation(self) -> None:
+        """Drop the current turn if it is still speculative (held): nothing of it will be heard or kept."""
+        turn = self._current
+        if turn is not None and turn.hold is not None:
+            turn.hold.discard()
+
+    async def _cancel(self, turn: _Turn) -> None:
+        """Stop a turn's generation and every synthesis it has pending, on the same connection."""
+        turn.timeline.interrupted = True
         if self._llm_task is not None:
             self._llm_task.cancel()
         await self.transports[turn.timeline.mode].cancel(None)
         turn.pending.clear()
         turn.llm_finished.set()
 
-    async def _generate(self, turn: _Turn, transport: TTSTransport, batch: bool) -> None:
+    async def _generate(self, turn: _Turn, transport: TTSTransport, context: list[ChatMessage], batch: bool) -> None:
         """LLM deltas -> segmenter -> TTS requests (each sentence at once in bidi; everything at the end in batch)."""
         settings = self.settings
         timeline = turn.timeline
         segmenter = Segmenter(settings.first_fragment_words if not batch else 0, settings.min_sentence_chars)
         timeline.mark("llm_request")
         try:
-            stream = self.llm.stream(self.history.messages(), system=settings.system_prompt,
+            stream = self.llm.stream(context, system=settings.system_prompt,
                                      max_tokens=settings.max_tokens, temperature=settings.temperature)
             async with contextlib.aclosing(stream) as events:
                 async for event in events:
                     if isinstance(event, TextDelta):
                         timeline.mark("llm_first_token")
                         turn.text.append(event.text)
-                        self._on_event(AssistantDelta(timeline.turn_id, event.text))
+                        self._emit(turn, AssistantDelta(timeline.turn_id, event.text))
                         if not batch:
                             for sentence in segmenter.feed(event.text):
                                 await self._speak(turn, transport, sentence)
@@ -309,7 +434,7 @@ class VoicePipeline:
         request_id = f"{turn.answer_id}-{index}"
         turn.request_index[request_id] = index
         turn.pending.add(request_id)
-        self._on_event(SentenceQueued(timeline.turn_id, index, text))
+        self._emit(turn, SentenceQueued(timeline.turn_id, index, text))
         await transport.send(SpeechRequest(request_id, text, self.settings.voice, self.settings.speed,
                                            "pcm16" if self.settings.audio_format == "pcm16" else "mp3"))
         marks.sent = time.monotonic()
@@ -348,26 +473,37 @@ class VoicePipeline:
                 if marks.first_byte is None:
                     marks.first_byte = event.at
                     timeline.mark("first_audio_byte", event.at)
-                    self._on_event(SentenceAudio(timeline.turn_id, index))
+                    self._emit(turn, SentenceAudio(timeline.turn_id, index))
                 samples = self._decode(decoders, rid, event.data)
                 if samples.size:
                     marks.audio_s += samples.size / SAMPLE_RATE
                     turn.heard.add(index)
-                    self.sink.write(samples, turn.answer_id)
+                    self._play(turn, samples)
             elif isinstance(event, AudioDone):
                 tail = decoders.pop(rid).flush() if rid in decoders else np.zeros(0, np.float32)
                 if tail.size:
-                    self.sink.write(tail, turn.answer_id)
+                    self._play(turn, tail)
                 marks.done = event.at
                 turn.pending.discard(rid)
             elif isinstance(event, AudioFailed):
                 turn.pending.discard(rid)
                 turn.failure = f"sentence {index + 1} could not be spoken: {event.message} ({event.code})"
+        if turn.hold is not None and not turn.discarded:
+            await turn.hold.wait()  # the whole answer is ready before the turn is confirmed: wait for the verdict
+            await asyncio.sleep(0)  # let _decide flush what was held
+        if turn.discarded:
+            return
         self.sink.finish(turn.answer_id)
         while not self.sink.drained() and not timeline.interrupted:
             self._check_played(turn)
             await asyncio.sleep(0.02)
         self._check_played(turn)
+
+    def _play(self, turn: _Turn, samples: Samples) -> None:
+        if turn.hold is not None:
+            turn.held_audio.append(samples)
+        elif not turn.discarded:
+            self.sink.write(samples, turn.answer_id)
 
     def _decode(self, decoders: dict[str, Mp3StreamDecoder], rid: str, data: bytes) -> Samples:
         if self.settings.audio_format == "pcm16":

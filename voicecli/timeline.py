@@ -21,6 +21,7 @@ TURN_MARKS: tuple[str, ...] = (
     "speech_start",
     "speech_end",
     "transcript_ready",
+    "turn_confirmed",
     "llm_request",
     "llm_first_token",
     "first_sentence_ready",
@@ -30,7 +31,9 @@ TURN_MARKS: tuple[str, ...] = (
     "llm_done",
     "turn_done",
 )
-"""Marks in the order a turn normally passes them (llm_done may come before or after first audio)."""
+"""Marks in the order a turn normally passes them (llm_done may come before or after first audio). A turn answered
+speculatively passes turn_confirmed (the endpointer's end of turn) later, anywhere before first_audio_played: its
+answer is generated while the user's pause is still being judged, and only playback waits for the confirmation."""
 
 KEY_SPANS: tuple[tuple[str, str, str], ...] = (
     ("end of input -> transcript", "speech_end", "transcript_ready"),
@@ -56,6 +59,16 @@ class SentenceMarks:
     audio_s: float = 0.0
 
 
+@dataclass
+class SpeculationCounts:
+    """Answers started at a pause for one user turn: confirmed (played) or cancelled (speech resumed, or the final
+    transcript differed) and never heard."""
+
+    started: int = 0
+    confirmed: int = 0
+    cancelled: int = 0
+
+
 @dataclass(frozen=True)
 class Mark:
     """Emitted when a turn passes a mark: what the TUI waterfall listens to."""
@@ -78,6 +91,7 @@ class TurnTimeline:
     marks: dict[str, float] = field(default_factory=dict)
     sentences: list[SentenceMarks] = field(default_factory=list)
     interrupted: bool = False
+    speculations: SpeculationCounts = field(default_factory=SpeculationCounts)
     listener: Callable[[Mark], None] | None = field(default=None, repr=False, compare=False)
 
     def mark(self, name: str, at: float | None = None) -> None:
@@ -121,6 +135,7 @@ class TurnTimeline:
             "mode": self.mode,
             "origin": self.origin,
             "interrupted": self.interrupted,
+            "speculations": asdict(self.speculations),
             "marks_ms": {k: round(v, 1) for k, v in self.relative().items()},
             "spans_ms": {label: _round(self.ms(a, b)) for label, a, b in KEY_SPANS},
             "sentences": [

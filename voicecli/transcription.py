@@ -146,9 +146,11 @@ class Transcriber:
 class TurnTranscriber:
     """Follows the endpointer's events and produces one Transcript per turn, decoding speculatively at pauses.
 
-    Call observe() with every event; for SpeechEnded it returns the future of that turn's transcript. A speculative
-    decode is reused only for the same turn and the same number of samples (no speech since the pause); otherwise it
-    is dropped (its thread finishes but the result is ignored) and the final audio is decoded.
+    Call observe() with every event; for SpeechEnded it returns the future of that turn's transcript, for
+    SpeechPaused the future of the speculative one (the app answers it speculatively and reads it to choose the
+    hang-over). A speculative decode is reused only for the same turn and the same number of samples (no speech
+    since the pause); otherwise it is dropped (its thread finishes but the result is ignored) and the final audio is
+    decoded.
     """
 
     def __init__(self, transcriber: Transcriber, speculate: bool = True) -> None:
@@ -161,9 +163,11 @@ class TurnTranscriber:
     def observe(self, event: TurnEvent) -> asyncio.Future[Transcript] | None:
         if isinstance(event, SpeechPaused):
             self._drop()
-            if self._speculate:
-                self._speculation = (event, self._transcriber.submit(event.audio, speculative=True))
-            return None
+            if not self._speculate:
+                return None
+            future = self._transcriber.submit(event.audio, speculative=True)
+            self._speculation = (event, future)
+            return future
         if isinstance(event, SpeechResumed | SpeechStarted):
             self._drop()
             return None

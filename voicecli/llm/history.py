@@ -56,6 +56,14 @@ class Conversation:
         if spoken.strip():
             self._append("assistant", spoken.rstrip() + self.interrupted_marker)
 
+    def messages_with(self, user_text: str) -> list[ChatMessage]:
+        """The context to send for a question not yet kept: a speculative answer is generated from this, and the
+        question joins the history only when the user's turn is confirmed."""
+        trial = Conversation(self.max_turns, self.max_chars, self.interrupted_marker)
+        trial._messages = list(self._messages)
+        trial.add_user(user_text)
+        return trial.messages()
+
     def clear(self) -> None:
         self._messages.clear()
 

@@ -25,6 +25,7 @@ from voicecli.pipeline import (
     PipelineEvent,
     SentenceAudio,
     SentenceQueued,
+    Speculation,
     TurnFailed,
     TurnFinished,
     TurnStarted,
@@ -32,6 +33,7 @@ from voicecli.pipeline import (
 from voicecli.session import Session, llm_label, open_session
 from voicecli.timeline import LatencyLog, Mark, SessionStats
 from voicecli.tui.widgets import ConversationView, LatencyPanel, StatusBar
+from voicecli.turn_taking import TurnTaker
 from voicecli.voices import cycle
 
 if TYPE_CHECKING:
@@ -93,6 +95,7 @@ class VoiceChatApp(App[int]):
         self.stats = SessionStats(config.get_int("latency.window_turns"))
         self.log_file = LatencyLog(config.latency_log_path)
         self.listener: Listener | None = None
+        self.taker: TurnTaker | None = None
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
@@ -144,6 +147,8 @@ class VoiceChatApp(App[int]):
                 advice = " To run the endpoint on this machine instead, start with --endpoint local."
             self.conversation.notice(f"could not start: {exc}.{advice}", error=True)
             return
+        self.taker = TurnTaker(self.session.pipeline, self.config.get_bool("audio.speculative_answers"))
+        self.taker.start()
         self.status.endpoint = self.session.endpoint_label
         self.status.connection = "warm"
         self.status.state = "idle"
@@ -174,15 +179,12 @@ class VoiceChatApp(App[int]):
         self.run_worker(self.listener.run(), group="listener", exclusive=True)
 
     def on_listen_event(self, event: ListenEvent) -> None:
-        from voicecli.listening import BargeIn, HeardNothing, InputLevel, SpokenTurn
+        from voicecli.listening import HeardNothing, InputLevel
 
+        if self.taker is not None:
+            self.taker.on_listen(event)
         if isinstance(event, InputLevel):
             self.status.mic_level_db = event.db
-        elif isinstance(event, BargeIn) and self.session is not None:
-            self.session.pipeline.stop_audio()
-            self.run_worker(self.session.pipeline.interrupt(), group="interrupt")
-        elif isinstance(event, SpokenTurn):
-            self.run_turn(event.text, "spoken", event.marks)
         elif isinstance(event, HeardNothing):
             self.notify("heard nothing I could transcribe", timeout=2)
 
@@ -197,23 +199,19 @@ class VoiceChatApp(App[int]):
         event.input.value = ""
         if not text:
             return
-        if self.session is None:
+        if self.session is None or self.taker is None:
             self.notify("still starting up: wait for 'ready'", severity="warning")
             return
         if self.session.pipeline.speaking:
-            self.session.pipeline.stop_audio()
-        self.run_turn(text)
-
-    @work(exclusive=True, group="turn")
-    async def run_turn(self, text: str, origin: str = "typed", marks: dict[str, float] | None = None) -> None:
-        assert self.session is not None
-        if self.session.pipeline.speaking:
-            await self.session.pipeline.interrupt()
-        await self.session.pipeline.turn(text, origin, marks)
+            await self.taker.interrupt()  # a typed message takes the floor, as speech does
+        self.taker.submit(text)
 
     def on_pipeline_event(self, event: PipelineEvent) -> None:
         conversation = self.conversation
-        if isinstance(event, TurnStarted):
+        if isinstance(event, Speculation):
+            # Thinking ahead: the answer to what was heard so far is being prepared, unheard until the turn ends.
+            self.status.state = {"started": "thinking ahead", "confirmed": "thinking"}.get(event.state, "idle")
+        elif isinstance(event, TurnStarted):
             conversation.add_user(event.user_text, event.origin)
             conversation.start_answer(event.turn_id)
             self.status.state = "thinking"
@@ -252,8 +250,8 @@ class VoiceChatApp(App[int]):
         self.push_screen(HelpScreen())
 
     async def action_interrupt(self) -> None:
-        if self.session is not None and self.session.pipeline.speaking:
-            await self.session.pipeline.interrupt()
+        if self.taker is not None and self.session is not None and self.session.pipeline.speaking:
+            await self.taker.interrupt()
             self.notify("interrupted")
 
     def action_toggle_mode(self) -> None:
@@ -276,8 +274,9 @@ class VoiceChatApp(App[int]):
 
         self.status.input_mode = "push_to_talk" if self.status.input_mode == "vad" else "vad"
         if self.listener is not None:
-            silence_ms = self.config.get_int("audio.vad_silence_ms")
-            self.listener.use_detector(make_detector(self.status.input_mode, silence_ms))
+            detector = make_detector(self.status.input_mode, self.config.get_int("audio.vad_silence_ms"),
+                                     self.config.get_int("audio.speculate_ms"))
+            self.listener.use_detector(detector)
         self.notify(f"turn taking: {self.status.input_mode.replace('_', '-')}")
 
     def action_push_to_talk(self) -> None:
@@ -292,9 +291,8 @@ class VoiceChatApp(App[int]):
             self.listener.release()
             self.status.state = "thinking"
         else:
-            if self.session is not None and self.session.pipeline.speaking:
-                self.session.pipeline.stop_audio()
-                self.run_worker(self.session.pipeline.interrupt(), group="interrupt")
+            if self.taker is not None and self.session is not None and self.session.pipeline.speaking:
+                self.run_worker(self.taker.interrupt(), group="interrupt")
             self.listener.press()
             self.status.state = "listening"
 
@@ -304,9 +302,11 @@ class VoiceChatApp(App[int]):
             self.session.pipeline.history.clear()
 
     async def action_quit(self) -> None:
+        if self.taker is not None:
+            await self.taker.interrupt()
+            await self.taker.aclose()
+            self.taker = None
         if self.session is not None:
-            if self.session.pipeline.speaking:
-                await self.session.pipeline.interrupt()
             await self.session.aclose()
             self.session = None
         self.exit(0)

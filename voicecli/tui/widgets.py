@@ -12,6 +12,7 @@ from voicecli.timeline import SessionStats, TurnTimeline
 WATERFALL: tuple[tuple[str, str], ...] = (
     ("speech_end", "speech end"),
     ("transcript_ready", "transcript"),
+    ("turn_confirmed", "turn confirmed"),
     ("llm_first_token", "first token"),
     ("first_sentence_ready", "first sentence"),
     ("first_audio_byte", "first audio byte"),
@@ -19,9 +20,11 @@ WATERFALL: tuple[tuple[str, str], ...] = (
     ("llm_done", "LLM done"),
     ("turn_done", "done"),
 )
-"""The stages of the live waterfall, in the order a bidi turn passes them."""
+"""The stages of the live waterfall, in the order a bidi turn passes them (a speculative answer passes
+"turn confirmed" later, anywhere before "first audio played": only playback waits for it)."""
 
-STATE_ICONS = {"starting": "…", "listening": "●", "thinking": "◐", "speaking": "♪", "idle": "○", "error": "✗"}
+STATE_ICONS = {"starting": "…", "listening": "●", "thinking": "◐", "thinking ahead": "◔", "speaking": "♪", "idle": "○",
+               "error": "✗"}
 
 
 class StatusBar(Static):
@@ -40,7 +43,7 @@ class StatusBar(Static):
     def render(self) -> Text:
         meter = "mic off" if self.mic_level_db is None else "mic " + _meter(self.mic_level_db)
         text = Text()
-        text.append(f"{STATE_ICONS.get(self.state, '?')} {self.state:9}", style="bold")
+        text.append(f"{STATE_ICONS.get(self.state, '?')} {self.state:14}", style="bold")
         text.append(f" │ {self.mode.upper()} │ {self.voice} ×{self.speed:g} │ {self.llm} │ {self.input_mode} {meter}")
         text.append(f" │ TTS {self.endpoint} [{self.connection}]")
         return text
@@ -147,6 +150,10 @@ class LatencyPanel(Static):
             text.append("no turn yet: type or speak\n", style="dim")
         else:
             text.append(f"turn {timeline.turn_id} · {timeline.mode}\n", style="bold")
+            ahead = timeline.speculations
+            if ahead.started:
+                text.append(f"thought ahead {ahead.started}×: {ahead.confirmed} used, {ahead.cancelled} dropped\n",
+                            style="dim")
             relative = timeline.relative()
             horizon = max([*relative.values(), 1.0])
             width = max(6, (self.size.width or 34) - 26)

@@ -1,0 +1,177 @@
+"""Speculative turns end to end: the real endpoint over one WebSocket, the real boto3 Bedrock client on a stand-in.
+
+The listener's events (SpokenDraft, DraftWithdrawn, SpokenTurn) are given as the Listener emits them; what is checked
+is what the user would hear and what the model would remember: no audio, no shown turn and no history from an answer
+that was withdrawn, the cancel sent on the same connection, and a confirmed answer played whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.conftest import RunningServer
+from tests.standins import bedrock as standin
+from tests.standins.bedrock import BedrockStandIn
+from voicecli.listening import DraftWithdrawn, SpokenDraft, SpokenTurn
+from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
+from voicecli.llm.history import Conversation
+from voicecli.pipeline import (
+    CollectingSink,
+    PipelineEvent,
+    PipelineSettings,
+    Speculation,
+    TurnFinished,
+    TurnStarted,
+    VoicePipeline,
+)
+from voicecli.protocol import SAMPLE_RATE
+from voicecli.tts.base import TTSTransport
+from voicecli.tts.http_batch import BatchHttpTransport
+from voicecli.tts.websocket import WebSocketTransport
+from voicecli.turn_taking import TurnTaker
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dummy_aws_credentials")]
+
+QUESTION = "What is the capital of France?"
+ANSWER = ["The capital of France", " is Paris.", " It lies on the Seine,", " and it is a large city."]
+
+
+@pytest.fixture
+async def transports(server: RunningServer) -> AsyncIterator[dict[str, TTSTransport]]:
+    made: dict[str, TTSTransport] = {"bidi": WebSocketTransport(server.http_url),
+                                     "batch": BatchHttpTransport(server.http_url)}
+    for transport in made.values():
+        await transport.connect()
+    yield made
+    for transport in made.values():
+        await transport.aclose()
+
+
+class Setup:
+    def __init__(self, bedrock: BedrockStandIn, transports: dict[str, TTSTransport]) -> None:
+        self.events: list[PipelineEvent] = []
+        self.sink = CollectingSink()
+        llm = BedrockLLM(BedrockSettings(endpoint_url=bedrock.url, region="us-east-1"))
+        settings = PipelineSettings(first_fragment_words=0, min_sentence_chars=0)
+        self.pipeline = VoicePipeline(llm, transports, self.sink, settings, Conversation(), self.events.append)
+        self.taker = TurnTaker(self.pipeline)
+        self.socket = transports["bidi"]
+        assert isinstance(self.socket, WebSocketTransport)
+
+    def of(self, kind: type) -> list[PipelineEvent]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    async def held_audio(self, timeout_s: float = 120.0) -> None:
+        """Wait until the speculative answer has decoded audio waiting behind its hold."""
+        deadline = time.monotonic() + timeout_s
+        while not (self.pipeline._current is not None and self.pipeline._current.held_audio):
+            assert time.monotonic() < deadline, "no speculative audio was made"
+            await asyncio.sleep(0.02)
+
+
+def draft(text: str = QUESTION, turn: int = 1) -> SpokenDraft:
+    now = time.monotonic()
+    return SpokenDraft(text, {"speech_start": now - 2.0, "speech_end": now - 0.25, "transcript_ready": now}, turn, 300)
+
+
+def final(text: str = QUESTION, turn: int = 1) -> SpokenTurn:
+    now = time.monotonic()
+    marks = {"speech_start": now - 2.3, "speech_end": now - 0.55, "turn_confirmed": now, "transcript_ready": now}
+    return SpokenTurn(text, marks, 2.0, turn)
+
+
+async def test_confirmed_speculation_is_held_then_played_whole(
+    bedrock: BedrockStandIn, transports: dict[str, TTSTransport]
+) -> None:
+    bedrock.queue(standin.Reply(deltas=ANSWER))
+    setup = Setup(bedrock, transports)
+    async with setup.taker as taker:
+        taker.on_listen(draft())
+        await setup.held_audio()
+        # Thinking ahead: audio exists, yet nothing is heard, shown or remembered, and a user still talking is not
+        # taken for a barge-in.
+        assert setup.sink.audio().size == 0 and not setup.of(TurnStarted) and len(setup.pipeline.history) == 0
+        assert not setup.pipeline.speaking
+        assert [e.state for e in setup.of(Speculation)] == ["started"]  # type: ignore[attr-defined]
+        taker.on_listen(final())
+        await taker.drained()
+    finished = setup.of(TurnFinished)
+    assert len(finished) == 1 and isinstance(finished[0], TurnFinished)
+    timeline = finished[0].timeline
+    assert (timeline.speculations.started, timeline.speculations.confirmed, timeline.speculations.cancelled) == (1, 1, 0)
+    assert "turn_confirmed" in timeline.marks and "first_audio_played" in timeline.marks
+    assert timeline.marks["first_audio_played"] >= timeline.marks["turn_confirmed"]
+    assert setup.sink.audio().size / SAMPLE_RATE > 2.0
+    assert [m.role for m in setup.pipeline.history.all_messages()] == ["user", "assistant"]
+    assert [e.state for e in setup.of(Speculation)] == ["started", "confirmed"]  # type: ignore[attr-defined]
+    assert len(bedrock.requests) == 1  # the speculative answer WAS the answer: generated once
+
+
+async def test_resumed_speech_cancels_the_answer_unheard_on_the_same_connection(
+    bedrock: BedrockStandIn, transports: dict[str, TTSTransport]
+) -> None:
+    never = threading.Event()
+    longer = "What is the capital of France and of Spain?"
+    bedrock.queue(standin.Reply(deltas=ANSWER, hold_at=2, release=never, hold_timeout_s=60),
+                  standin.Reply(deltas=["Paris and Madrid."]))
+    setup = Setup(bedrock, transports)
+    try:
+        async with setup.taker as taker:
+            taker.on_listen(draft())
+            await setup.held_audio()  # the LLM is held mid-answer, its first sentence already synthesized
+            taker.on_listen(DraftWithdrawn(1))
+            await taker.drained()
+            assert setup.sink.audio().size == 0
+            assert not setup.of(TurnStarted) and not setup.of(TurnFinished)
+            assert len(setup.pipeline.history) == 0
+            assert [e.state for e in setup.of(Speculation)] == ["started", "cancelled"]  # type: ignore[attr-defined]
+            taker.on_listen(final(longer))
+            await taker.drained()
+    finally:
+        never.set()
+    assert setup.socket.reconnects == 0  # the cancel travelled on the one WebSocket, which then served the answer
+    started = setup.of(TurnStarted)
+    assert [e.user_text for e in started] == [longer]  # type: ignore[attr-defined]
+    finished = setup.of(TurnFinished)
+    assert len(finished) == 1 and isinstance(finished[0], TurnFinished) and finished[0].answer == "Paris and Madrid."
+    counts = finished[0].timeline.speculations
+    assert (counts.started, counts.confirmed, counts.cancelled) == (1, 0, 1)
+    assert [m.content for m in setup.pipeline.history.all_messages()] == [longer, "Paris and Madrid."]
+    # Only the confirmed answer was heard: about the length of "Paris and Madrid.", not the withdrawn sentences.
+    assert 0.5 < setup.sink.audio().size / SAMPLE_RATE < 3.0
+
+
+async def test_a_changed_final_transcript_replaces_the_speculative_answer(
+    bedrock: BedrockStandIn, transports: dict[str, TTSTransport]
+) -> None:
+    bedrock.queue(standin.Reply(deltas=ANSWER), standin.Reply(deltas=["Madrid."]))
+    setup = Setup(bedrock, transports)
+    async with setup.taker as taker:
+        taker.on_listen(draft("What is the capital of France?"))
+        await setup.held_audio()
+        taker.on_listen(final("What is the capital of Spain?"))
+        await taker.drained()
+    assert [e.user_text for e in setup.of(TurnStarted)] == ["What is the capital of Spain?"]  # type: ignore[attr-defined]
+    assert [m.content for m in setup.pipeline.history.all_messages()] == ["What is the capital of Spain?", "Madrid."]
+    second = bedrock.requests[1].body["messages"]
+    assert [m["content"][0]["text"] for m in second] == ["What is the capital of Spain?"]
+    assert setup.socket.reconnects == 0 and setup.sink.audio().size / SAMPLE_RATE < 2.5
+
+
+async def test_a_typed_line_drops_a_speculative_answer(
+    bedrock: BedrockStandIn, transports: dict[str, TTSTransport]
+) -> None:
+    bedrock.queue(standin.Reply(deltas=ANSWER), standin.Reply(deltas=["Hello there."]))
+    setup = Setup(bedrock, transports)
+    async with setup.taker as taker:
+        taker.on_listen(draft())
+        await setup.held_audio()
+        taker.submit("Hello?")
+        await taker.drained()
+    assert [e.user_text for e in setup.of(TurnStarted)] == ["Hello?"]  # type: ignore[attr-defined]
+    assert [m.content for m in setup.pipeline.history.all_messages()] == ["Hello?", "Hello there."]
