@@ -103,7 +103,8 @@ async def test_confirmed_speculation_is_held_then_played_whole(
     finished = setup.of(TurnFinished)
     assert len(finished) == 1 and isinstance(finished[0], TurnFinished)
     timeline = finished[0].timeline
-    assert (timeline.speculations.started, timeline.speculations.confirmed, timeline.speculations.cancelled) == (1, 1, 0)
+    counts = timeline.speculations
+    assert (counts.started, counts.confirmed, counts.cancelled) == (1, 1, 0)
     assert "turn_confirmed" in timeline.marks and "first_audio_played" in timeline.marks
     assert timeline.marks["first_audio_played"] >= timeline.marks["turn_confirmed"]
     assert setup.sink.audio().size / SAMPLE_RATE > 2.0
