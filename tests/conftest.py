@@ -73,7 +73,8 @@ def server(models_dir: Path) -> Iterator[RunningServer]:
     log_path = log_dir / "server.log"
     python = REPO / ".venv" / "bin" / "python"
     command = [str(python if python.exists() else Path(sys.executable)), "-m", "voicecli_endpoint",
-               "--port", str(port), "--engine", "onnx", "--workers", "2", "--threads", "1", "--models-dir", str(models_dir)]
+               "--port", str(port), "--engine", "onnx", "--workers", "2", "--threads", "1",
+               "--models-dir", str(models_dir)]
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(command, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT)
     running = RunningServer(port, log_path)
