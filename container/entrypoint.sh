@@ -7,7 +7,8 @@
 #
 # Settings (environment; the names are voicecli's own config overrides, so the server reads the same keys):
 #   VOICECLI_ENDPOINT__LOCAL__ENGINE   auto | torch | onnx           (default auto: torch on a CUDA GPU, else onnx)
-#   VOICECLI_ENDPOINT__LOCAL__THREADS  engine threads, 1..64         (default 4: the vCPUs of an ml.g5.xlarge)
+#   VOICECLI_ENDPOINT__LOCAL__WORKERS  parallel inferences, auto|1..64 (default auto: one per core on a CPU, one on a GPU)
+#   VOICECLI_ENDPOINT__LOCAL__THREADS  threads per inference, auto|1..64 (default auto: usable cores / workers)
 #   VOICECLI_MODELS__DIR               models directory              (default /opt/models, baked in at build time)
 #   SAGEMAKER_BIND_TO_PORT             port SageMaker asks for       (default 8080, the container contract)
 #   VOICECLI_CUDA_COMPAT               auto | on | off               (default auto, see cuda_compat below)
@@ -56,7 +57,8 @@ set -- "${VOICECLI_PYTHON:-python}" -m voicecli_endpoint \
     --host 0.0.0.0 \
     --port "${SAGEMAKER_BIND_TO_PORT:-8080}" \
     --engine "${VOICECLI_ENDPOINT__LOCAL__ENGINE:-auto}" \
-    --threads "${VOICECLI_ENDPOINT__LOCAL__THREADS:-4}" \
+    --workers "${VOICECLI_ENDPOINT__LOCAL__WORKERS:-auto}" \
+    --threads "${VOICECLI_ENDPOINT__LOCAL__THREADS:-auto}" \
     --models-dir "${VOICECLI_MODELS__DIR:-/opt/models}" \
     "$@"
 

@@ -66,13 +66,15 @@ class RunningServer:
 
 @pytest.fixture(scope="session")
 def server(models_dir: Path) -> Iterator[RunningServer]:
-    """`python -m voicecli_endpoint` (onnx engine, 2 threads) on a free port, ready when /ping says 200."""
+    """`python -m voicecli_endpoint` (onnx engine, 2 parallel workers of 1 thread) on a free port, ready when /ping
+    says 200. Two workers: every real-server test also exercises parallel inference."""
     port = _free_port()
     log_dir = Path(tempfile.mkdtemp(prefix="voicecli-endpoint-test-"))
     log_path = log_dir / "server.log"
     python = REPO / ".venv" / "bin" / "python"
     command = [str(python if python.exists() else Path(sys.executable)), "-m", "voicecli_endpoint",
-               "--port", str(port), "--engine", "onnx", "--threads", "2", "--models-dir", str(models_dir)]
+               "--port", str(port), "--engine", "onnx", "--workers", "2", "--threads", "1",
+               "--models-dir", str(models_dir)]
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(command, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT)
     running = RunningServer(port, log_path)

@@ -97,3 +97,13 @@ def test_missing_explicit_config_file_is_an_error(tmp_path: Path) -> None:
 def test_models_dir_defaults_to_xdg_data(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert Config.load(env={}).models_dir == tmp_path / "voicecli" / "models"
+
+
+def test_worker_and_thread_counts_take_auto_or_a_number(tmp_path: Path) -> None:
+    assert Config.load(env={}).get_count("endpoint.local.workers") is None
+    config_file = tmp_path / "c.toml"
+    config_file.write_text("[endpoint.local]\nthreads = 2\n", encoding="utf-8")
+    config = Config.load(config_file, env={"VOICECLI_ENDPOINT__LOCAL__WORKERS": "Auto"})
+    assert config.get_count("endpoint.local.threads") == 2 and config.get_count("endpoint.local.workers") is None
+    with pytest.raises(ConfigError, match=r"endpoint\.local\.workers.*'auto' or a whole number from 1 to 64"):
+        Config.load(env={"VOICECLI_ENDPOINT__LOCAL__WORKERS": "0"})

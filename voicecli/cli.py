@@ -105,7 +105,8 @@ def _cmd_serve(args: argparse.Namespace, config: Config) -> int:
         host=args.host or config.get_str("endpoint.local.host"),
         port=args.port or config.get_int("endpoint.local.port"),
         engine=args.engine or config.get_str("endpoint.local.engine"),
-        threads=args.threads or config.get_int("endpoint.local.threads"),
+        workers=args.workers if args.workers is not None else config.get_count("endpoint.local.workers"),
+        threads=args.threads if args.threads is not None else config.get_count("endpoint.local.threads"),
         models_dir=config.models_dir,
         token=config.get_str("endpoint.token"),
         max_queued_requests=limits.max_queued_requests,
@@ -119,6 +120,15 @@ def _cmd_chat(args: argparse.Namespace, config: Config) -> int:
     from voicecli.chat import run_chat
 
     return run_chat(args, config)
+
+
+def _auto_or_count(text: str) -> int | None:
+    """`--workers`/`--threads`: "auto" is None (which the config default then decides), else a number 1..64."""
+    if text.strip().lower() == "auto":
+        return None
+    if not text.strip().isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a whole number from 1 to 64, not {text!r}")
+    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,7 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help="bind address (default 127.0.0.1; the container uses 0.0.0.0)")
     serve.add_argument("--port", type=int, default=None, help="TCP port (default 8080)")
     serve.add_argument("--engine", choices=("auto", "onnx", "torch"), default=None, help="synthesis engine")
-    serve.add_argument("--threads", type=int, default=None, help="inference threads")
+    serve.add_argument("--workers", type=_auto_or_count, default=None, metavar="N|auto",
+                       help="parallel inferences (default auto: one per usable core on a CPU, one on a GPU)")
+    serve.add_argument("--threads", type=_auto_or_count, default=None, metavar="N|auto",
+                       help="intra-op threads per inference (default auto: usable cores / workers)")
     serve.set_defaults(handler=_cmd_serve)
 
     from voicecli import bench, say

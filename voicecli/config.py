@@ -63,14 +63,29 @@ class EndpointTarget:
         return "'local', 'sagemaker' or a ws://, wss://, http:// or https:// URL"
 
 
-Constraint = Choice | Range | EndpointTarget
+@dataclass(frozen=True)
+class AutoCount:
+    """"auto" or a whole number within [low, high] (kept as text; read it with `Config.get_count`)."""
+
+    low: int
+    high: int
+
+    def check(self, value: Value) -> str | None:
+        text = str(value).strip().lower()
+        if text == "auto" or (text.isdigit() and self.low <= int(text) <= self.high):
+            return None
+        return f"'auto' or a whole number from {self.low} to {self.high}"
+
+
+Constraint = Choice | Range | EndpointTarget | AutoCount
 
 CONSTRAINTS: dict[str, Constraint] = {
     "endpoint.target": EndpointTarget(),
     "endpoint.connect_timeout_s": Range(1, 600),
     "endpoint.local.port": Range(1, 65535),
     "endpoint.local.engine": Choice(("auto", "onnx", "torch")),
-    "endpoint.local.threads": Range(1, 64),
+    "endpoint.local.workers": AutoCount(1, 64),
+    "endpoint.local.threads": AutoCount(1, 64),
     "endpoint.local.max_sessions": Range(1, 10000),
     "endpoint.local.max_queued_requests": Range(1, 100000),
     "endpoint.local.idle_timeout_s": Range(0, 86400),
@@ -157,9 +172,11 @@ def _coerce(key: str, raw: Any, default: Value, origin: str) -> Value:
         except (TypeError, ValueError):
             raise ConfigError(f"{key} = {raw!r} ({origin}): expected {_type_name(default)}") from None
     else:
+        if isinstance(CONSTRAINTS.get(key), AutoCount) and isinstance(raw, int) and not isinstance(raw, bool):
+            raw = str(raw)  # `threads = 2` in a TOML file
         if not isinstance(raw, str):
             raise ConfigError(f"{key} = {raw!r} ({origin}): expected a string")
-        value = raw
+        value = raw.strip().lower() if isinstance(CONSTRAINTS.get(key), AutoCount) else raw
     constraint = CONSTRAINTS.get(key)
     if constraint is not None:
         allowed = constraint.check(value)
@@ -232,6 +249,11 @@ class Config:
         value = self._settings[key].value
         assert isinstance(value, int) and not isinstance(value, bool), key
         return value
+
+    def get_count(self, key: str) -> int | None:
+        """An `AutoCount` setting: None for "auto", else the number."""
+        value = self.get_str(key)
+        return None if value == "auto" else int(value)
 
     def get_float(self, key: str) -> float:
         value = self._settings[key].value

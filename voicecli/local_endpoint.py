@@ -74,17 +74,19 @@ async def ensure_local_endpoint(
     host: str,
     port: int,
     engine: str,
-    threads: int,
+    threads: int | None,
     models_dir: Path,
     timeout_s: float,
     autostart: bool = True,
     progress: Callable[[str], None] = lambda message: None,
     token: str = "",
     limits: Limits | None = None,
+    workers: int | None = None,
 ) -> LocalEndpoint:
     """Return a ready endpoint on host:port, starting one when none answers (and autostart allows).
 
-    `token` and `limits` apply to a server this call starts (one already running keeps its own).
+    `token`, `limits` and the sizes (`workers`, `threads`; None: auto) apply to a server this call starts (one
+    already running keeps its own).
     """
     status = await asyncio.to_thread(ping, host, port)
     if status == 200:
@@ -100,7 +102,7 @@ async def ensure_local_endpoint(
         progress(f"starting the local Kokoro endpoint ({engine} engine) on {host}:{port}")
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                server_command(host, port, engine, threads, models_dir, limits),
+                server_command(host, port, engine, threads, models_dir, limits, workers),
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env={**os.environ, TOKEN_ENV: token},
             )
     endpoint = LocalEndpoint(host, port, process, log_path)
@@ -125,11 +127,12 @@ async def ensure_local_endpoint(
         await asyncio.sleep(0.25)
 
 
-def server_command(host: str, port: int, engine: str, threads: int, models_dir: Path,
-                   limits: Limits | None = None) -> list[str]:
-    """The child's command line: everything but the token (that travels in the environment)."""
+def server_command(host: str, port: int, engine: str, threads: int | None, models_dir: Path,
+                   limits: Limits | None = None, workers: int | None = None) -> list[str]:
+    """The child's command line: everything but the token (that travels in the environment). None: auto."""
     command = [sys.executable, "-m", "voicecli_endpoint", "--host", host, "--port", str(port), "--engine", engine,
-               "--threads", str(threads), "--models-dir", str(models_dir)]
+               "--workers", "auto" if workers is None else str(workers),
+               "--threads", "auto" if threads is None else str(threads), "--models-dir", str(models_dir)]
     if limits is not None:
         command += ["--max-sessions", str(limits.max_sessions),
                     "--max-queued-requests", str(limits.max_queued_requests),

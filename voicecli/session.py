@@ -137,9 +137,9 @@ async def open_transports(config: Config, progress: Progress) -> tuple[dict[str,
         if target == "local":
             local = await ensure_local_endpoint(
                 config.get_str("endpoint.local.host"), config.get_int("endpoint.local.port"),
-                config.get_str("endpoint.local.engine"), config.get_int("endpoint.local.threads"),
+                config.get_str("endpoint.local.engine"), config.get_count("endpoint.local.threads"),
                 config.models_dir, timeout, config.get_bool("endpoint.local.autostart"), progress,
-                token=token, limits=server_limits(config))
+                token=token, limits=server_limits(config), workers=config.get_count("endpoint.local.workers"))
             url = local.url
         else:
             url = target

@@ -58,7 +58,8 @@ class KokoroEndpointStack(Stack):
                 mode="SingleModel",
                 environment={
                     "VOICECLI_ENDPOINT__LOCAL__ENGINE": settings.engine,
-                    "VOICECLI_ENDPOINT__LOCAL__THREADS": str(settings.threads),
+                    "VOICECLI_ENDPOINT__LOCAL__WORKERS": settings.workers,
+                    "VOICECLI_ENDPOINT__LOCAL__THREADS": settings.threads,
                 },
             ),
         )
@@ -99,10 +100,14 @@ class KokoroEndpointStack(Stack):
             min_capacity=settings.min_capacity,
             max_capacity=settings.max_capacity,
         )
+        # Capacity is sessions, not invocations: one bidirectional stream is one request for as long as the session
+        # is open, and a session needs real-time synthesis while it speaks. ConcurrentRequestsPerModel counts the
+        # requests in flight (queued ones too) every 10 s; the target comes from the measured capacity model
+        # (container/README.md, "Capacity model"; settings.sessions_per_instance_target).
         self.scaling.scale_to_track_metric(
-            "InvocationsPerInstance",
-            predefined_metric=autoscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE,
-            target_value=settings.invocations_per_instance_target,
+            "ConcurrentSessionsPerInstance",
+            predefined_metric=autoscaling.PredefinedMetric.SAGEMAKER_VARIANT_CONCURRENT_REQUESTS_PER_MODEL_HIGH_RESOLUTION,
+            target_value=settings.sessions_per_instance_target,
             scale_in_cooldown=Duration.seconds(settings.scale_in_cooldown_s),
             scale_out_cooldown=Duration.seconds(settings.scale_out_cooldown_s),
         )

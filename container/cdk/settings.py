@@ -8,6 +8,7 @@ the -c key to fix.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,12 +45,24 @@ class EndpointSettings:
     """The container needs no network at run time (weights are baked in): deny it any."""
     min_capacity: int = 1
     max_capacity: int = 4
-    invocations_per_instance_target: float = 200.0
-    """SageMakerVariantInvocationsPerInstance, per minute. A starting point: tune it with a load test."""
+    audio_rate_per_instance: float = 14.5
+    """Seconds of speech one instance synthesizes per wall second with every worker busy: `voicecli bench load`'s
+    audio_rate_x at its largest session count, measured on this instance type (container/README.md, "Capacity
+    model"). The default is the CPU figure measured on a 2-core machine (7.27x, 3.6x per core) times an
+    ml.g5.xlarge's 4 vCPUs: a floor for the GPU, so it scales out early until the g5's own figure replaces it."""
+    target_utilization: float = 0.7
+    """Share of that rate the autoscaling keeps in use; the rest absorbs bursts while an instance starts."""
     scale_in_cooldown_s: int = 300
     scale_out_cooldown_s: int = 60
     engine: str = "auto"
-    threads: int = 4
+    workers: str = "auto"
+    threads: str = "auto"
+
+    @property
+    def sessions_per_instance_target(self) -> int:
+        """Concurrent sessions an instance should carry: each speaking session needs 1.0x real time, so the rate
+        times the utilisation, rounded down. Every open session is counted as speaking (conservative)."""
+        return max(1, math.floor(self.audio_rate_per_instance * self.target_utilization))
 
     @classmethod
     def from_context(cls, lookup: ContextLookup) -> EndpointSettings:
@@ -97,6 +110,12 @@ class EndpointSettings:
                 return False
             raise SettingsError(f"-c {PREFIX}{key}={value!r}: expected true or false")
 
+        def auto_count(key: str, default: str) -> str:
+            value = text(key, default).lower()
+            if value != "auto" and not (value.isdigit() and 1 <= int(value) <= 64):
+                raise SettingsError(f"-c {PREFIX}{key}={value!r}: expected auto or a whole number in 1..64")
+            return value
+
         def choice(key: str, default: str, allowed: tuple[str, ...]) -> str:
             value = text(key, default)
             if value not in allowed:
@@ -114,13 +133,13 @@ class EndpointSettings:
             network_isolation=flag("networkIsolation", defaults.network_isolation),
             min_capacity=integer("minCapacity", defaults.min_capacity, 1, 100),
             max_capacity=integer("maxCapacity", defaults.max_capacity, 1, 100),
-            invocations_per_instance_target=number(
-                "invocationsPerInstanceTarget", defaults.invocations_per_instance_target, 0.0
-            ),
+            audio_rate_per_instance=number("audioRatePerInstance", defaults.audio_rate_per_instance, 0.0),
+            target_utilization=number("targetUtilization", defaults.target_utilization, 0.0),
             scale_in_cooldown_s=integer("scaleInCooldownSeconds", defaults.scale_in_cooldown_s, 0, 3600),
             scale_out_cooldown_s=integer("scaleOutCooldownSeconds", defaults.scale_out_cooldown_s, 0, 3600),
             engine=choice("engine", defaults.engine, ENGINES),
-            threads=integer("threads", defaults.threads, 1, 64),
+            workers=auto_count("workers", defaults.workers),
+            threads=auto_count("threads", defaults.threads),
         )
         settings.validate()
         return settings
@@ -136,6 +155,8 @@ class EndpointSettings:
             )
         if not self.instance_type.startswith("ml."):
             raise SettingsError(f"-c {PREFIX}instanceType={self.instance_type!r}: expected an ml.* instance type")
+        if self.target_utilization > 1:
+            raise SettingsError(f"-c {PREFIX}targetUtilization={self.target_utilization}: expected a share in (0, 1]")
         if self.min_capacity > self.max_capacity:
             raise SettingsError(
                 f"-c {PREFIX}minCapacity={self.min_capacity} is above -c {PREFIX}maxCapacity={self.max_capacity}"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 
 from voicecli.protocol import DEFAULTS
 from voicecli_endpoint.access import TOKEN_ENV
 from voicecli_endpoint.engines.select import ENGINE_NAMES
 from voicecli_endpoint.server import DEFAULT_HOST, DEFAULT_PORT, serve
+from voicecli_endpoint.sizing import parse_count
 
 
 def _positive_int(text: str) -> int:
@@ -16,6 +18,17 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _auto_or_count(what: str) -> Callable[[str], int | None]:
+    """An argparse type for `--workers`/`--threads`: "auto" (None) or a whole number >= 1."""
+
+    def parse(text: str) -> int | None:
+        try:
+            return parse_count(text, what)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
 
 
 def _non_negative_float(text: str) -> float:
@@ -32,7 +45,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
     parser.add_argument("--engine", choices=ENGINE_NAMES, default="auto",
                         help="auto: torch on a CUDA GPU, else onnx")
-    parser.add_argument("--threads", type=int, default=1, help="inference threads (default 1)")
+    parser.add_argument("--workers", type=_auto_or_count("--workers"), default=None, metavar="N|auto",
+                        help="parallel inferences (default auto: one per usable core on a CPU, one on a GPU)")
+    parser.add_argument("--threads", type=_auto_or_count("--threads"), default=None, metavar="N|auto",
+                        help="intra-op threads per inference (default auto: usable cores / workers)")
     parser.add_argument("--models-dir", type=Path, default=None,
                         help="models directory (default: voicecli's, ~/.local/share/voicecli/models)")
     parser.add_argument("--max-text-chars", type=_positive_int, default=limits.max_text_chars,
@@ -49,8 +65,8 @@ def main(argv: list[str] | None = None) -> None:
                         help=f"close a session idle this long, 0 never (default {limits.idle_timeout_s:g})")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
-    serve(host=args.host, port=args.port, engine=args.engine, threads=args.threads, models_dir=args.models_dir,
-          max_text_chars=args.max_text_chars, log_level=args.log_level, token=args.token,
+    serve(host=args.host, port=args.port, engine=args.engine, workers=args.workers, threads=args.threads,
+          models_dir=args.models_dir, max_text_chars=args.max_text_chars, log_level=args.log_level, token=args.token,
           max_queued_requests=args.max_queued_requests, max_sessions=args.max_sessions,
           idle_timeout_s=args.idle_timeout_s)
 

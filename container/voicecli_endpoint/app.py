@@ -1,7 +1,8 @@
 """The Kokoro endpoint's Starlette app: the SageMaker container contract plus the streaming protocol.
 
 Routes (declared once, in ROUTES):
-  GET  /ping                               200 "OK" once the model is loaded and warmed up, 503 before.
+  GET  /ping                               200 "OK" once the model is loaded and warmed up, 503 before;
+                                           `?details=1`: the same status with JSON (engine, workers, threads).
   POST /invocations                        batch or streamed synthesis (see voicecli.protocol, "HTTP route").
   WS   /invocations-bidirectional-stream   the session protocol (see voicecli.protocol).
   GET  /stats                              JSON counters for operators and tests.
@@ -52,6 +53,7 @@ from voicecli_endpoint.chunking import ChunkPolicy
 from voicecli_endpoint.engines.base import Audio
 from voicecli_endpoint.scheduler import FairScheduler
 from voicecli_endpoint.session import WebSocketSession
+from voicecli_endpoint.sizing import Parallelism
 from voicecli_endpoint.synthesis import Synthesizer
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,10 @@ class EndpointSettings:
 
     engine: str = "auto"
     models_dir: Path | None = None
-    threads: int = 1
+    workers: int | None = None
+    """Parallel inference workers; None: `auto` (see voicecli_endpoint.sizing)."""
+    threads: int | None = None
+    """Intra-op threads per inference; None: `auto`."""
     limits: Limits = field(default_factory=Limits)
     mp3_kbps: int = DEFAULT_MP3_KBPS
     warmup_voice: str = DEFAULTS.voice
@@ -90,6 +95,7 @@ class EndpointState:
     load_error: str | None = None
     started: float = field(default_factory=time.time)
     load_s: float | None = None
+    parallelism: Parallelism | None = None
     warmup_s: float | None = None
     active_sessions: int = 0
     http_requests: int = 0
@@ -99,14 +105,20 @@ class EndpointState:
 
     async def load(self) -> None:
         """Load G2P and the engine off the event loop, warm up, then mark ready (or record the failure)."""
-        from voicecli_endpoint.engines.select import load_engine
+        from voicecli_endpoint import sizing
+        from voicecli_endpoint.engines.select import cuda_available, load_engine, resolve_engine_name
         from voicecli_endpoint.g2p import Phonemizer
 
         settings = self.settings
         models_dir = settings.models_dir or default_models_dir()
         started = time.perf_counter()
         try:
-            engine = await asyncio.to_thread(load_engine, settings.engine, models_dir, settings.threads)
+            resolved = await asyncio.to_thread(resolve_engine_name, settings.engine)
+            gpu = resolved == "torch" and await asyncio.to_thread(cuda_available)
+            self.parallelism = parallelism = sizing.choose(settings.workers, settings.threads, gpu=gpu)
+            log.info("inference: %s", parallelism.describe())
+            self.scheduler = FairScheduler(parallelism.workers)
+            engine = await asyncio.to_thread(load_engine, resolved, models_dir, parallelism.threads)
             phonemizer = await asyncio.to_thread(Phonemizer)
             synthesizer = Synthesizer(engine, phonemizer, self.scheduler, settings.chunk_policy)
             self.load_s = time.perf_counter() - started
@@ -125,6 +137,20 @@ class EndpointState:
         return f"{prefix}-{next(self._ids)}"
 
 
+def _parallelism_details(state: EndpointState) -> dict[str, Any]:
+    """Engine and inference sizes, for /ping?details=1, /stats and every bench's machine record."""
+    synth, sizes = state.synthesizer, state.parallelism
+    return {
+        "engine": None if synth is None else synth.engine.name,
+        "device": None if synth is None else synth.engine.device,
+        "workers": None if sizes is None else sizes.workers,
+        "threads": None if sizes is None else sizes.threads,
+        "cpus": None if sizes is None else sizes.cpus,
+        "workers_auto": None if sizes is None else sizes.workers_auto,
+        "threads_auto": None if sizes is None else sizes.threads_auto,
+    }
+
+
 def _state(app: Any) -> EndpointState:
     state: EndpointState = app.state.endpoint
     return state
@@ -137,10 +163,14 @@ def _error_response(code: ErrorCode, message: str, status: int) -> JSONResponse:
 async def ping(request: Request) -> Response:
     state = _state(request.app)
     if state.load_error is not None:
-        return PlainTextResponse(f"model failed to load: {state.load_error}", status_code=500)
-    if state.synthesizer is None:
-        return PlainTextResponse("loading", status_code=503)
-    return PlainTextResponse("OK")
+        status, text = 500, f"model failed to load: {state.load_error}"
+    elif state.synthesizer is None:
+        status, text = 503, "loading"
+    else:
+        status, text = 200, "OK"
+    if request.query_params.get("details") not in (None, "", "0", "false"):
+        return JSONResponse({"status": text, **_parallelism_details(state)}, status_code=status)
+    return PlainTextResponse(text, status_code=status)
 
 
 async def stats(request: Request) -> Response:
@@ -150,13 +180,12 @@ async def stats(request: Request) -> Response:
     return JSONResponse({
         "ready": synth is not None,
         "load_error": state.load_error,
-        "engine": None if synth is None else synth.engine.name,
-        "device": None if synth is None else synth.engine.device,
-        "threads": state.settings.threads,
+        **_parallelism_details(state),
         "voices": 0 if synth is None else len(synth.voices),
         "load_s": state.load_s,
         "warmup_s": state.warmup_s,
         "uptime_s": time.time() - state.started,
+        "cpu_s": time.process_time(),
         "active_sessions": state.active_sessions,
         "http_requests": state.http_requests,
         "refused_unauthorized": state.refused_unauthorized,
@@ -168,6 +197,8 @@ async def stats(request: Request) -> Response:
             "queued": scheduler.queued,
             "sessions_waiting": scheduler.sessions_waiting,
             "busy_s": scheduler.stats.busy_s,
+            "running": scheduler.running,
+            "first_jobs_run": scheduler.stats.first_jobs_run,
         },
     })
 
@@ -298,6 +329,7 @@ def create_app(
     *,
     engine: str | None = None,
     models_dir: Path | None = None,
+    workers: int | None = None,
     threads: int | None = None,
     max_text_chars: int | None = None,
     token: str | None = None,
@@ -309,6 +341,8 @@ def create_app(
         overrides["engine"] = engine
     if models_dir is not None:
         overrides["models_dir"] = models_dir
+    if workers is not None:
+        overrides["workers"] = workers
     if threads is not None:
         overrides["threads"] = threads
     if max_text_chars is not None:
@@ -323,7 +357,6 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state = EndpointState(final_settings)
         app.state.endpoint = state
-        state.scheduler.start()
         loader = asyncio.create_task(state.load(), name="model-loader")
         try:
             yield

@@ -3,8 +3,10 @@
 Kokoro's own pipeline makes a whole paragraph one segment, so nothing can be heard until all of it is
 synthesized. Here every sentence is its own piece, and its audio is sent the moment it exists. Synthesis time
 grows with length, so the FIRST piece is also cut at its first clause boundary (comma, semicolon, colon, dash)
-once that clause is long enough to sound natural: that is what sets the time to first audio. Every piece stays
-within the model's 510-symbol context.
+once that clause is long enough to sound natural: that is what sets the time to first audio. A long later
+sentence is cut at its clause boundaries too (`ChunkPolicy.long_sentence`): a piece's audio exists only when all of
+it is synthesized, so one long piece would make the listener wait at its start for its end, and would hold an
+inference worker that long while other sessions wait. Every piece stays within the model's 510-symbol context.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ class ChunkPolicy:
 
     first_clause_min: int = 20
     """Cut the first sentence at its first clause boundary once the head is at least this long (0: never)."""
+    long_sentence: int = 120
+    """Cut a sentence longer than this (about 10 s of speech) at clause boundaries into pieces no longer, where
+    its clauses allow (0: never). Clauses are never split: a clause longer than this stays whole."""
     max_len: int = MAX_PHONEMES
 
 
@@ -86,5 +91,10 @@ def chunk_phonemes(phonemes: str, policy: ChunkPolicy = ChunkPolicy()) -> list[s
         if index == 0 and policy.first_clause_min > 0:
             parts = _cut_first_clause(sentence, policy.first_clause_min)
         for part in parts:
-            pieces.extend(_fit(part, policy.max_len))
+            if 0 < policy.long_sentence < len(part):
+                clauses = _pack(_split_keep(_CLAUSE_END, part), policy.long_sentence)
+            else:
+                clauses = [part]
+            for clause in clauses:
+                pieces.extend(_fit(clause, policy.max_len))
     return [piece for piece in pieces if _speakable(piece)]

@@ -1,10 +1,18 @@
-"""One inference at a time on the engine, shared FAIRLY between sessions.
+"""Inference shared between sessions by N parallel workers, serving first what a listener needs next.
 
-A Kokoro model is not thread-safe and a CPU has no spare cores, so jobs run one by one on a single worker
-thread (the event loop stays free to receive and send). Jobs are small (one sentence or clause each), and the
-next job is taken round-robin across sessions: a session with a long text cannot starve another one's first
-sentence. A job whose cancel token is set, or whose session is dropped, is skipped without running; a job that
-is already running finishes (inference cannot be interrupted) and its result is discarded.
+Why N workers: with one inference at a time, total throughput stayed flat from one session to four while the
+second core idled. An ONNX Runtime session accepts concurrent `run()` calls (and releases the GIL while it runs), so
+N worker threads over one shared engine keep N cores busy; each inference then uses the intra-op threads the engine
+was built with (see `voicecli_endpoint.sizing` for how both are chosen).
+
+Which queued job a free worker takes (`_pick`), best first:
+  1. the first piece of a turn (`first=True`): a listener is waiting in silence for the answer to start;
+  2. then the session whose listener is closest to running dry: the least audio buffered ahead of real time, read
+     from the session's `Playout` (a session without one counts as dry);
+  3. round robin as the tie break: the session served least recently (a new session joins at the back).
+Within one session jobs run in the order they were submitted. A job whose cancel token is set, whose session was
+dropped, or whose awaiter went away is dropped before it runs, whichever worker would have taken it; a job that is
+already running finishes (inference cannot be interrupted) and its result is discarded.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from voicecli.playout import Playout
+
 log = logging.getLogger(__name__)
 
 
@@ -27,7 +37,7 @@ class JobDropped(Exception):
 
 
 class CancelToken:
-    """Set once, read by the scheduler between jobs; one per request."""
+    """Set once, read by the scheduler before and after each job; one per request."""
 
     __slots__ = ("cancelled",)
 
@@ -40,7 +50,7 @@ class CancelToken:
 
 @dataclass(frozen=True)
 class Timed[T]:
-    """A job's result with how long it waited for the engine and how long it ran."""
+    """A job's result with how long it waited for a worker and how long it ran."""
 
     value: T
     queue_wait_s: float
@@ -53,6 +63,22 @@ class _Job:
     future: asyncio.Future[Timed[Any]]
     token: CancelToken | None
     enqueued: float
+    first: bool
+
+    @property
+    def dead(self) -> bool:
+        """Nobody wants the result any more: cancelled, or its awaiter went away."""
+        return self.future.done() or (self.token is not None and self.token.cancelled)
+
+
+@dataclass
+class _Lane:
+    """One session's queue, and what ranks it against the others."""
+
+    served: int
+    """Value of the scheduler's pick counter when this session was last served (or joined)."""
+    jobs: deque[_Job] = field(default_factory=deque)
+    playout: Playout | None = None
 
 
 @dataclass
@@ -60,85 +86,96 @@ class SchedulerStats:
     jobs_run: int = 0
     jobs_dropped: int = 0
     busy_s: float = 0.0
+    """Seconds of worker time spent running jobs, summed over workers."""
+    first_jobs_run: int = 0
 
 
-@dataclass
 class FairScheduler:
-    """Round-robin across session keys; FIFO within a session; one job running at a time."""
+    """N workers; first pieces of turns first, then the session closest to running dry, then round robin."""
 
-    stats: SchedulerStats = field(default_factory=SchedulerStats)
-    _queues: dict[Hashable, deque[_Job]] = field(default_factory=dict)
-    _turns: deque[Hashable] = field(default_factory=deque)
-    _wakeup: asyncio.Event = field(default_factory=asyncio.Event)
-    _executor: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="inference")
-    )
-    _worker: asyncio.Task[None] | None = None
+    def __init__(self, workers: int = 1, *, clock: Callable[[], float] = time.monotonic) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
+        self.workers = workers
+        self.stats = SchedulerStats()
+        self._clock = clock
+        """The clock the sessions' Playouts are kept on."""
+        self._lanes: dict[Hashable, _Lane] = {}
+        self._picks = 0
+        self._running = 0
+        self._wakeup = asyncio.Event()
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="inference")
+        self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        """Start the worker on the running event loop (idempotent)."""
-        if self._worker is None:
-            self._worker = asyncio.get_running_loop().create_task(self._run(), name="inference-scheduler")
+        """Start the workers on the running event loop (idempotent)."""
+        if not self._tasks:
+            loop = asyncio.get_running_loop()
+            self._tasks = [loop.create_task(self._work(), name=f"inference-worker-{n}") for n in range(self.workers)]
 
     async def close(self) -> None:
-        """Stop the worker, fail every queued job, and release the thread."""
-        if self._worker is not None:
-            self._worker.cancel()
+        """Stop the workers, fail every queued job, and release the threads."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
-            self._worker = None
-        for key in list(self._queues):
+                await task
+        self._tasks = []
+        for key in list(self._lanes):
             self.drop_session(key)
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     @property
     def queued(self) -> int:
-        return sum(len(jobs) for jobs in self._queues.values())
+        return sum(len(lane.jobs) for lane in self._lanes.values())
 
     @property
     def sessions_waiting(self) -> int:
-        return len(self._queues)
+        return sum(1 for lane in self._lanes.values() if lane.jobs)
 
-    async def submit[T](self, key: Hashable, fn: Callable[[], T], token: CancelToken | None = None) -> Timed[T]:
-        """Run `fn` on the inference thread when `key`'s turn comes. Raises JobDropped if cancelled first."""
+    @property
+    def running(self) -> int:
+        """Jobs on a worker right now."""
+        return self._running
+
+    async def submit[T](self, key: Hashable, fn: Callable[[], T], token: CancelToken | None = None, *,
+                        first: bool = False, playout: Playout | None = None) -> Timed[T]:
+        """Run `fn` on a worker when `key`'s turn comes. Raises JobDropped if cancelled first.
+
+        `first`: this job makes the first audio of a turn (ranked ahead of everything else). `playout`: the
+        session's listener, whose buffered audio ranks the session (kept for the following jobs too).
+        """
         if token is not None and token.cancelled:
             raise JobDropped
         self.start()
         future: asyncio.Future[Timed[T]] = asyncio.get_running_loop().create_future()
-        queue = self._queues.get(key)
-        if queue is None:
-            queue = self._queues[key] = deque()
-            self._turns.append(key)
-        queue.append(_Job(fn, future, token, time.perf_counter()))
+        lane = self._lanes.get(key)
+        if lane is None:
+            lane = self._lanes[key] = _Lane(served=self._picks)
+        if playout is not None:
+            lane.playout = playout
+        lane.jobs.append(_Job(fn, future, token, time.perf_counter(), first))
         self._wakeup.set()
         return await future
 
     def run_now[T](self, fn: Callable[[], T]) -> asyncio.Future[T]:
-        """Run `fn` on the inference thread outside the fair queue (start-up warm-up, before any session)."""
+        """Run `fn` on a worker thread outside the queue (start-up warm-up, before any session)."""
         return asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
     def drop_session(self, key: Hashable) -> int:
-        """Fail every queued job of `key` at once (a disconnect frees its slots). Returns how many."""
-        jobs = self._queues.pop(key, None)
-        if not jobs:
+        """Fail every queued job of `key` at once and forget the session (it ended). Returns how many."""
+        lane = self._lanes.pop(key, None)
+        if lane is None:
             return 0
-        with contextlib.suppress(ValueError):
-            self._turns.remove(key)
-        return sum(self._fail(job) for job in jobs)
+        return sum(self._fail(job) for job in lane.jobs)
 
     def drop_cancelled(self, key: Hashable) -> int:
         """Fail the queued jobs of `key` whose token is cancelled, so their awaiters return immediately."""
-        jobs = self._queues.get(key)
-        if not jobs:
+        lane = self._lanes.get(key)
+        if lane is None:
             return 0
-        keep = deque(job for job in jobs if not (job.token is not None and job.token.cancelled))
-        dropped = [job for job in jobs if job.token is not None and job.token.cancelled]
-        if keep:
-            self._queues[key] = keep
-        else:
-            del self._queues[key]
-            with contextlib.suppress(ValueError):
-                self._turns.remove(key)
+        dropped = [job for job in lane.jobs if job.token is not None and job.token.cancelled]
+        lane.jobs = deque(job for job in lane.jobs if not (job.token is not None and job.token.cancelled))
         return sum(self._fail(job) for job in dropped)
 
     def _fail(self, job: _Job) -> int:
@@ -148,36 +185,43 @@ class FairScheduler:
         self.stats.jobs_dropped += 1
         return 1
 
-    def _next(self) -> _Job | None:
-        while self._turns:
-            key = self._turns.popleft()
-            queue = self._queues.get(key)
-            if not queue:
-                self._queues.pop(key, None)
-                continue
-            job = queue.popleft()
-            if queue:
-                self._turns.append(key)  # back of the line: the other sessions go first
-            else:
-                del self._queues[key]
-            return job
-        return None
+    def _discard(self, job: _Job) -> None:
+        """A dead job leaves the queue without running."""
+        if job.future.done():  # its awaiter was cancelled (session gone)
+            self.stats.jobs_dropped += 1
+        else:
+            self._fail(job)
 
-    async def _run(self) -> None:
+    def _pick(self) -> _Job | None:
+        """The best queued job by the rules in the module docstring; dead jobs met on the way are dropped."""
+        now = self._clock()
+        best: _Lane | None = None
+        best_rank: tuple[bool, float, int] | None = None
+        for lane in self._lanes.values():
+            while lane.jobs and lane.jobs[0].dead:
+                self._discard(lane.jobs.popleft())
+            if not lane.jobs:
+                continue
+            ahead = lane.playout.ahead_s(now) if lane.playout is not None else 0.0
+            rank = (not lane.jobs[0].first, ahead, lane.served)
+            if best_rank is None or rank < best_rank:
+                best, best_rank = lane, rank
+        if best is None:
+            return None
+        self._picks += 1
+        best.served = self._picks
+        return best.jobs.popleft()
+
+    async def _work(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            job = self._next()
+            job = self._pick()
             if job is None:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            if job.future.done():  # its awaiter was cancelled (session gone)
-                self.stats.jobs_dropped += 1
-                continue
-            if job.token is not None and job.token.cancelled:
-                self._fail(job)
-                continue
             started = time.perf_counter()
+            self._running += 1
             try:
                 value = await loop.run_in_executor(self._executor, job.fn)
             except Exception as exc:  # handed to the awaiter, who reports it
@@ -185,11 +229,11 @@ class FairScheduler:
                     job.future.set_exception(exc)
                 continue
             finally:
+                self._running -= 1
                 self.stats.busy_s += time.perf_counter() - started
             self.stats.jobs_run += 1
-            if job.future.done():
-                continue
-            if job.token is not None and job.token.cancelled:
-                self._fail(job)
+            self.stats.first_jobs_run += job.first
+            if job.dead:
+                self._discard(job)
                 continue
             job.future.set_result(Timed(value, started - job.enqueued, time.perf_counter() - started))

@@ -20,7 +20,8 @@ def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     engine: str = "auto",
-    threads: int = 1,
+    workers: int | None = None,
+    threads: int | None = None,
     models_dir: Path | None = None,
     max_text_chars: int = DEFAULTS.limits.max_text_chars,
     log_level: str = "info",
@@ -31,7 +32,8 @@ def serve(
 ) -> None:
     """Serve until interrupted. `models_dir` None means voicecli's default models directory.
 
-    `token` None reads the environment (VOICECLI_ENDPOINT__TOKEN); "" means no token is required.
+    `workers`/`threads` None means `auto` (voicecli_endpoint.sizing). `token` None reads the environment
+    (VOICECLI_ENDPOINT__TOKEN); "" means no token is required.
     """
     import uvicorn
 
@@ -39,8 +41,8 @@ def serve(
     limits = Limits(max_text_chars=max_text_chars, max_queued_requests=max_queued_requests,
                     max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
     required = token_from_environment() if token is None else token.strip()
-    settings = EndpointSettings(engine=engine, models_dir=models_dir, threads=threads, limits=limits,
-                                token=required)
+    settings = EndpointSettings(engine=engine, models_dir=models_dir, workers=workers, threads=threads,
+                                limits=limits, token=required)
     logging.getLogger(__name__).info(
         "serving on %s:%d; bearer token %s; limits: %d sessions, %d queued requests per session, idle timeout %s",
         host, port, "required" if required else "not required", max_sessions, max_queued_requests,

@@ -5,6 +5,10 @@ at once; the worker answers synthesis requests one after another, in the order r
 requests never interleaves. All sends go through one lock, and a dropped request's audio is checked for
 under that lock, so after a `cancelled` frame no frame of a dropped request can follow.
 
+Each session keeps its listener's `Playout` (the audio sent ahead of real time) and marks a request that arrives
+while nothing is queued, being answered or still playing as the start of a turn: the scheduler serves the first
+piece of a turn first, then the session whose listener is closest to running dry.
+
 A third task closes the session when it has been idle (no message received, nothing queued or being answered)
 for `Limits.idle_timeout_s`: an abandoned client must not hold one of the endpoint's few session slots forever.
 """
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from voicecli.playout import Playout
 from voicecli.protocol import (
     SAMPLE_RATE,
     Cancel,
@@ -54,6 +59,8 @@ class _Pending:
     request: SynthesisRequest
     request_id: RequestId
     received: float
+    first: bool = False
+    """It started a turn: nothing was queued, being answered or still playing when it arrived."""
     token: CancelToken = field(default_factory=CancelToken)
 
 
@@ -85,6 +92,8 @@ class WebSocketSession:
         self._closing = False
         self._send_lock = asyncio.Lock()
         self._auto_ids = itertools.count(1)
+        self.playout = Playout()
+        """The listener's position, on the scheduler's clock (time.monotonic)."""
         self.requests_done = 0
 
     @property
@@ -156,7 +165,8 @@ class WebSocketSession:
             await self._send(Error(ErrorCode.QUEUE_FULL, message, request.request_id))
             return
         request_id = request.request_id if request.request_id is not None else f"{self.key}-{next(self._auto_ids)}"
-        self._pending.append(_Pending(request, request_id, time.perf_counter()))
+        idle = self._current is None and not self._pending and self.playout.ahead_s(time.monotonic()) == 0.0
+        self._pending.append(_Pending(request, request_id, time.perf_counter(), first=idle))
         self._has_pending.set()
 
     async def _cancel(self, request_id: RequestId | None) -> None:
@@ -223,7 +233,8 @@ class WebSocketSession:
         if not await self._send(SynthesisStart(pending.request_id, request.format, SAMPLE_RATE), pending):
             return
         try:
-            pieces_of = self._synth.stream(self.key, request.text, request.voice, request.speed, pending.token)
+            pieces_of = self._synth.stream(self.key, request.text, request.voice, request.speed, pending.token,
+                                           first=pending.first, playout=self.playout)
             async with contextlib.aclosing(pieces_of) as stream:
                 async for piece in stream:
                     engine_wait += piece.queue_wait_s
@@ -238,6 +249,7 @@ class WebSocketSession:
                             return
                         if first_audio is None:
                             first_audio = time.perf_counter() - pending.received
+                    self.playout.add(time.monotonic(), len(piece.audio) / SAMPLE_RATE)
             started = time.perf_counter()
             tail = encoder.flush()
             encoding += time.perf_counter() - started

@@ -1,7 +1,9 @@
 """Text -> audio pieces, each yielded the moment the engine has made it; shared by the HTTP and WebSocket routes.
 
-G2P and every piece's inference run as separate jobs on the fair scheduler, so a long text is interleaved
-with other sessions' work instead of holding the engine until it is done.
+G2P and every piece's inference run as separate jobs on the scheduler, so a long text is interleaved with other
+sessions' work instead of holding a worker until it is done. G2P and the first piece of a turn are marked `first`
+(a listener is waiting in silence for them); the later pieces are ranked by how much audio the session's listener
+still has buffered (its `Playout`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import AsyncGenerator, Hashable
 from dataclasses import dataclass, field
 from functools import partial
 
+from voicecli.playout import Playout
 from voicecli_endpoint.chunking import ChunkPolicy, chunk_phonemes
 from voicecli_endpoint.engines.base import Audio, Engine
 from voicecli_endpoint.g2p import Phonemizer
@@ -61,14 +64,20 @@ class Synthesizer:
         return time.perf_counter() - started
 
     async def stream(
-        self, key: Hashable, text: str, voice: str, speed: float, token: CancelToken | None = None
+        self, key: Hashable, text: str, voice: str, speed: float, token: CancelToken | None = None, *,
+        first: bool = True, playout: Playout | None = None,
     ) -> AsyncGenerator[Piece, None]:
-        """The audio of `text`, piece by piece. Raises scheduler.JobDropped when cancelled or dropped."""
-        prepared = await self.scheduler.submit(key, lambda: self.pieces_of(text), token)
+        """The audio of `text`, piece by piece. Raises scheduler.JobDropped when cancelled or dropped.
+
+        `first`: this text starts a turn (every POST does; a WebSocket session says when), so its G2P and first
+        piece go ahead of other work. `playout`: the session's listener, which ranks its later pieces.
+        """
+        prepared = await self.scheduler.submit(key, lambda: self.pieces_of(text), token, first=first,
+                                               playout=playout)
         extra_wait, extra_run = prepared.queue_wait_s, prepared.run_s
         for index, phonemes in enumerate(prepared.value):
             synthesize = partial(self.engine.synthesize_phonemes, phonemes, voice, speed)
-            done = await self.scheduler.submit(key, synthesize, token)
+            done = await self.scheduler.submit(key, synthesize, token, first=first and index == 0)
             self.pieces_synthesized += 1
             yield Piece(done.value, index, phonemes, done.queue_wait_s + extra_wait, done.run_s + extra_run)
             extra_wait = extra_run = 0.0

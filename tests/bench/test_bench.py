@@ -43,7 +43,8 @@ def outputs(out: Path, kind: str, charts: list[str]) -> tuple[dict[str, Any], st
     machine = data["machine"]
     for key in ("cpu_model", "cpus_usable", "python", "packages", "load_average_1_5_15", "endpoint"):
         assert key in machine, key
-    assert machine["endpoint"]["engine"] == "onnx" and machine["endpoint"]["threads"] == 2
+    assert machine["endpoint"]["engine"] == "onnx"
+    assert machine["endpoint"]["workers"] == 2 and machine["endpoint"]["threads"] == 1
     return data, (directory / "results.md").read_text(encoding="utf-8")
 
 
@@ -114,3 +115,7 @@ def test_load_bench_accounts_for_every_request_exactly(server: RunningServer, tm
     assert sorted(s["detail"]["session"] for s in data["samples"]) == [0, 1, 2, 3]
     assert all(s["detail"]["problems"] == [] and s["detail"]["audio_s"] > 0 for s in data["samples"])
     assert "| 4 | 40 | 40 | 0 | 0 | yes |" in markdown
+    assert row["stall_ms_p95"] >= 0 and row["first_audio_p95_ms"] > 0 and 0 <= row["sessions_stalled"] <= 4
+    assert row["endpoint_cpu_cores"] > 0
+    assert data["settings"]["scaling_x"] is None  # no 1-session row to compare with
+    assert data["settings"]["load_average_after"]

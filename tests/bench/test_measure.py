@@ -32,3 +32,19 @@ def test_lost_and_duplicated_requests_are_reported() -> None:
 def test_silent_requests_and_stray_audio_are_reported() -> None:
     assert any("no audio" in p for p in check_exact(trace([finished("a", size=0)], ["a"], ["a"])))
     assert any("outside" in p for p in check_exact(trace([finished("a")], ["a"], ["a"], stray=1)))
+
+
+def test_playout_spreads_each_request_over_its_chunks_and_counts_the_silences() -> None:
+    first = RequestTrace("a", bytes=300, audio_s=3.0, arrivals=[(0.0, 100), (0.5, 200)])  # 1 s, then 2 s
+    second = RequestTrace("b", bytes=100, audio_s=1.0, arrivals=[(4.5, 100)])  # the first ended at 3.0
+    listener = Trace(0.0, [first, second]).playout()
+    assert listener.stalled_s == 1.5 and listener.stalls == 1 and listener.end == 5.5
+
+
+def test_load_scaling_is_the_largest_n_over_one_session() -> None:
+    from voicecli.bench.load import scaling
+
+    rows = [{"sessions": 1, "audio_rate_x": 4.0}, {"sessions": 2, "audio_rate_x": 7.0},
+            {"sessions": 4, "audio_rate_x": 7.2}]
+    assert scaling(rows) == (4, 1.8)
+    assert scaling(rows[1:]) is None and scaling(rows[:1]) is None

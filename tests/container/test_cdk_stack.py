@@ -79,7 +79,8 @@ def test_model_runs_the_staged_image_asset(default: tuple[Template, KokoroEndpoi
     asset_hash = stack.image.asset_hash
     assert "container-assets" in image and asset_hash in image
     assert container["Environment"] == {"VOICECLI_ENDPOINT__LOCAL__ENGINE": "auto",
-                                        "VOICECLI_ENDPOINT__LOCAL__THREADS": "4"}
+                                        "VOICECLI_ENDPOINT__LOCAL__WORKERS": "auto",
+                                        "VOICECLI_ENDPOINT__LOCAL__THREADS": "auto"}
     assert model["Properties"]["EnableNetworkIsolation"] is True
     manifest = json.loads((outdir / f"{stack.stack_name}.assets.json").read_text(encoding="utf-8"))
     source = manifest["dockerImages"][asset_hash]["source"]
@@ -115,8 +116,9 @@ def test_autoscaling_target_and_policy(default: tuple[Template, KokoroEndpointSt
     template.has_resource_properties("AWS::ApplicationAutoScaling::ScalingPolicy", {
         "PolicyType": "TargetTrackingScaling",
         "TargetTrackingScalingPolicyConfiguration": {
-            "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
-            "TargetValue": 200,
+            "PredefinedMetricSpecification": {
+                "PredefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"},
+            "TargetValue": 10,  # floor(14.5x real time per instance x 0.7 utilisation): the capacity model
             "ScaleInCooldown": 300,
             "ScaleOutCooldown": 60,
         },
@@ -128,8 +130,8 @@ def test_context_overrides_change_the_stack(tmp_path: Path) -> None:
     template, _, _ = synth(tmp_path, {
         "endpointName": "kokoro-test", "instanceType": "ml.g6.xlarge", "initialInstanceCount": "2",
         "healthCheckTimeoutSeconds": "900", "routingStrategy": "RANDOM", "inferenceAmiVersion": "",
-        "minCapacity": "2", "maxCapacity": "8", "invocationsPerInstanceTarget": "50.5", "engine": "onnx",
-        "threads": "2", "networkIsolation": "false",
+        "minCapacity": "2", "maxCapacity": "8", "audioRatePerInstance": "40", "targetUtilization": "0.5",
+        "engine": "onnx", "workers": "4", "threads": "1", "networkIsolation": "false",
     })
     production = variant(template)
     assert production["InstanceType"] == "ml.g6.xlarge"
@@ -141,11 +143,12 @@ def test_context_overrides_change_the_stack(tmp_path: Path) -> None:
     template.has_resource_properties("AWS::ApplicationAutoScaling::ScalableTarget",
                                      {"MinCapacity": 2, "MaxCapacity": 8})
     template.has_resource_properties("AWS::ApplicationAutoScaling::ScalingPolicy", {
-        "TargetTrackingScalingPolicyConfiguration": Match.object_like({"TargetValue": 50.5})})
+        "TargetTrackingScalingPolicyConfiguration": Match.object_like({"TargetValue": 20})})
     template.has_resource_properties("AWS::SageMaker::Model", {
         "EnableNetworkIsolation": False,
         "PrimaryContainer": Match.object_like({"Environment": {
-            "VOICECLI_ENDPOINT__LOCAL__ENGINE": "onnx", "VOICECLI_ENDPOINT__LOCAL__THREADS": "2"}}),
+            "VOICECLI_ENDPOINT__LOCAL__ENGINE": "onnx", "VOICECLI_ENDPOINT__LOCAL__WORKERS": "4",
+            "VOICECLI_ENDPOINT__LOCAL__THREADS": "1"}}),
     })
 
 
@@ -156,7 +159,9 @@ def test_context_overrides_change_the_stack(tmp_path: Path) -> None:
     ({"instanceType": "g5.xlarge"}, "ml.*"),
     ({"healthCheckTimeoutSeconds": "10"}, "60..3600"),
     ({"maxCapacity": "four"}, "whole number"),
-    ({"invocationsPerInstanceTarget": "0"}, "above 0"),
+    ({"audioRatePerInstance": "0"}, "above 0"),
+    ({"targetUtilization": "1.5"}, "targetUtilization"),
+    ({"threads": "many"}, "auto or a whole number"),
     ({"routingStrategy": "ROUND_ROBIN"}, "LEAST_OUTSTANDING_REQUESTS"),
     ({"networkIsolation": "perhaps"}, "true or false"),
 ])

@@ -29,6 +29,20 @@ def test_later_sentences_are_not_cut_at_clauses() -> None:
     assert len(chunk_phonemes(text)) == 2
 
 
+def test_a_long_later_sentence_is_cut_at_clauses_into_pieces_within_the_limit() -> None:
+    clause = "ˈæftəɹ ɐ vˈɛɹi lˈɔŋ dˈA æt wˈɜɹk ænd ɐ lˈɔŋ wˈɔk hˈOm,"  # 52 symbols
+    long = f"{clause} {clause} {clause} ˈI θˈɪŋk wi ʃˌʊd ɹˈɛst."
+    pieces = chunk_phonemes(f"ˈOkˌA. {long}", ChunkPolicy(long_sentence=120))
+    assert pieces == ["ˈOkˌA.", f"{clause} {clause}", f"{clause} ˈI θˈɪŋk wi ʃˌʊd ɹˈɛst."]
+    assert all(len(piece) <= 120 for piece in pieces)
+    assert chunk_phonemes(f"ˈOkˌA. {long}", ChunkPolicy(long_sentence=0)) == ["ˈOkˌA.", long]
+
+
+def test_a_long_clause_is_never_split_inside() -> None:
+    clause = " ".join(["wˈɜɹk"] * 30) + "."  # 179 symbols, no clause boundary
+    assert chunk_phonemes(f"ˈOkˌA. {clause}", ChunkPolicy(long_sentence=120)) == ["ˈOkˌA.", clause]
+
+
 def test_clause_cutting_can_be_turned_off() -> None:
     text = "ˈæftəɹ ɐ vˈɛɹi lˈɔŋ dˈA æt wˈɜɹk, ˈI θˈɪŋk wi ʃˌʊd ɹˈɛst."
     assert chunk_phonemes(text, ChunkPolicy(first_clause_min=0)) == [text]

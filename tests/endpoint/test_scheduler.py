@@ -1,4 +1,5 @@
-"""FairScheduler: one job at a time, round-robin across sessions, cancellation and dropped sessions."""
+"""FairScheduler: N parallel workers, priorities (first pieces, closest to running dry, round robin), cancellation
+and dropped sessions."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from collections.abc import Callable
 import pytest
 from voicecli_endpoint.scheduler import CancelToken, FairScheduler, JobDropped
 
+from voicecli.playout import Playout
+
 
 @pytest.fixture
 def scheduler() -> FairScheduler:
-    """A fresh scheduler; its worker starts on the test's own event loop at the first submit."""
+    """A fresh one-worker scheduler; its worker starts on the test's own event loop at the first submit."""
     return FairScheduler()
 
 
@@ -54,7 +57,9 @@ async def test_round_robin_across_sessions(scheduler: FairScheduler) -> None:
     assert order == ["a1", "b1", "c1", "a2", "b2", "a3"]
 
 
-async def test_one_job_at_a_time(scheduler: FairScheduler) -> None:
+@pytest.mark.parametrize("workers", [1, 2, 3])
+async def test_jobs_run_in_parallel_up_to_the_worker_count(workers: int) -> None:
+    scheduler = FairScheduler(workers)
     running = 0
     peak = 0
     lock = threading.Lock()
@@ -64,12 +69,117 @@ async def test_one_job_at_a_time(scheduler: FairScheduler) -> None:
         with lock:
             running += 1
             peak = max(peak, running)
-        threading.Event().wait(0.01)
+        threading.Event().wait(0.05)
         with lock:
             running -= 1
 
-    await asyncio.gather(*(scheduler.submit(f"s{n % 3}", job) for n in range(9)))
-    assert peak == 1 and scheduler.stats.jobs_run == 9
+    await asyncio.gather(*(scheduler.submit(f"s{n % 4}", job) for n in range(12)))
+    await scheduler.close()
+    assert peak == workers and scheduler.stats.jobs_run == 12
+
+
+def test_workers_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        FairScheduler(0)
+
+
+async def test_first_pieces_of_turns_go_ahead_of_later_pieces(scheduler: FairScheduler) -> None:
+    gate, gate_task = await _blocked(scheduler)
+    order: list[str] = []
+    later = [asyncio.create_task(scheduler.submit(key, record(order, f"{key}-later")))
+             for key in ("a", "b")]
+    firsts = [asyncio.create_task(scheduler.submit(key, record(order, f"{key}-first"), first=True))
+              for key in ("c", "d")]
+    await asyncio.sleep(0)
+    gate.release.set()
+    await asyncio.gather(gate_task, *later, *firsts)
+    assert order == ["c-first", "d-first", "a-later", "b-later"]
+    assert scheduler.stats.first_jobs_run == 2
+
+
+async def test_the_session_closest_to_running_dry_goes_next() -> None:
+    now = 100.0
+    scheduler = FairScheduler(clock=lambda: now)
+    gate, gate_task = await _blocked(scheduler)
+    order: list[str] = []
+    listeners = {"plenty": Playout(), "little": Playout(), "dry": Playout()}
+    listeners["plenty"].add(now, 5.0)  # 5 s of audio still to play
+    listeners["little"].add(now, 0.5)
+    listeners["dry"].add(now - 9.0, 2.0)  # ran out 7 s ago: counts as 0 s ahead
+    tasks = [asyncio.create_task(scheduler.submit(key, record(order, key), playout=listeners[key]))
+             for key in ("plenty", "little", "dry")]
+    tasks.append(asyncio.create_task(scheduler.submit("no-playout", record(order, "no-playout"))))
+    await asyncio.sleep(0)
+    gate.release.set()
+    await asyncio.gather(gate_task, *tasks)
+    # "dry" and "no-playout" tie at 0 s ahead: round robin keeps the order they joined in
+    assert order == ["dry", "no-playout", "little", "plenty"]
+
+
+async def test_a_first_piece_beats_a_dry_session() -> None:
+    scheduler = FairScheduler()
+    gate, gate_task = await _blocked(scheduler)
+    order: list[str] = []
+    dry = asyncio.create_task(scheduler.submit("dry", record(order, "dry"), playout=Playout()))
+    new_turn = asyncio.create_task(scheduler.submit("busy", record(order, "new-turn"), first=True))
+    await asyncio.sleep(0)
+    gate.release.set()
+    await asyncio.gather(gate_task, dry, new_turn)
+    assert order == ["new-turn", "dry"]
+
+
+async def test_a_cancel_drops_queued_work_across_workers() -> None:
+    """Both workers busy; one session's queued jobs are all dropped by its cancel, whichever worker frees first,
+    and a job of it already running finishes with its result discarded."""
+    scheduler = FairScheduler(2)
+    token = CancelToken()
+    running = Gate()
+    running_task: asyncio.Task[object] = asyncio.create_task(scheduler.submit("a", running, token))
+    await asyncio.to_thread(running.started.wait, 10)
+    other = Gate()
+    other_task: asyncio.Task[object] = asyncio.create_task(scheduler.submit("b", other))
+    await asyncio.to_thread(other.started.wait, 10)
+    ran: list[str] = []
+    queued = [asyncio.create_task(scheduler.submit("a", record(ran, f"a{n}"), token, first=n == 0))
+              for n in range(4)]
+    survivors = [asyncio.create_task(scheduler.submit(key, record(ran, key))) for key in ("b2", "c")]
+    await asyncio.sleep(0)
+    assert scheduler.queued == 6 and scheduler.running == 2
+    token.cancel()
+    assert scheduler.drop_cancelled("a") == 4 and scheduler.queued == 2
+    for task in queued:
+        with pytest.raises(JobDropped):
+            await task  # at once, while both workers are still busy
+    assert scheduler.running == 2
+    running.release.set()
+    other.release.set()
+    with pytest.raises(JobDropped):
+        await running_task
+    await asyncio.gather(other_task, *survivors)
+    await scheduler.close()
+    assert sorted(ran) == ["b2", "c"]
+    assert scheduler.stats.jobs_dropped == 5
+
+
+async def test_a_cancelled_job_is_skipped_even_without_drop_cancelled() -> None:
+    scheduler = FairScheduler(2)
+    gates = [Gate(), Gate()]
+    gate_tasks = [asyncio.create_task(scheduler.submit(f"g{n}", gate)) for n, gate in enumerate(gates)]
+    for gate in gates:
+        await asyncio.to_thread(gate.started.wait, 10)
+    ran: list[str] = []
+    token = CancelToken()
+    doomed = asyncio.create_task(scheduler.submit("a", record(ran, "doomed"), token, first=True))
+    kept = asyncio.create_task(scheduler.submit("b", record(ran, "kept")))
+    await asyncio.sleep(0)
+    token.cancel()
+    for gate in gates:
+        gate.release.set()
+    with pytest.raises(JobDropped):
+        await doomed
+    await asyncio.gather(kept, *gate_tasks)
+    await scheduler.close()
+    assert ran == ["kept"]
 
 
 async def test_result_carries_wait_and_run_times(scheduler: FairScheduler) -> None:

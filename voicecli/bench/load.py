@@ -1,14 +1,16 @@
 """`voicecli bench load`: N concurrent WebSocket sessions, each pipelining M sentences, with exact accounting.
 
-Why: one endpoint serves many chat sessions, and its scheduler shares one inference worker between them fairly
-(round robin across sessions). This measures what a user of one session then waits for its first audio as N
-grows, how much audio the machine produces per wall-clock second, and checks that under load every request
-completes exactly once and in order per session (nothing lost, nothing duplicated, no audio of one request
-inside another's).
+Why: one endpoint serves many chat sessions, and its scheduler shares its inference workers between them (first
+pieces of turns first, then the session closest to running dry). This measures what a user of one session then
+waits for its first audio as N grows, how long a real-time listener of each session would sit in silence once its
+answer has started (stall time, `voicecli.playout`), how much audio the machine produces per wall-clock second and
+how much CPU the endpoint used for it, and checks that under load every request completes exactly once and in order
+per session (nothing lost, nothing duplicated, no audio of one request inside another's).
 
+`scaling_x` is the throughput at the largest N over the throughput of one session, measured in the same run:
+the ratio survives a machine that is busier or quieter than usual, where the absolute figures do not.
 "Saturated" is reported as the smallest N at which the sessions together get less than real time each (the
-audio produced per wall second divided by N falls below 1.0: a listener of every session would hear gaps),
-and the throughput column shows where adding sessions stops adding audio.
+audio produced per wall second divided by N falls below 1.0).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,7 +31,7 @@ from voicecli.bench.machine import machine_info
 from voicecli.bench.measure import MeasureError, Trace, check_exact, speak
 from voicecli.bench.progress import BenchProgress
 from voicecli.bench.report import BenchResult, Sample, default_name, machine_line, run_bench
-from voicecli.bench.target import BenchError, Target, endpoint_stats, parse_counts, resolve_target
+from voicecli.bench.target import BenchError, Target, endpoint_cpu_s, endpoint_stats, parse_counts, resolve_target
 from voicecli.bench.texts import LOAD_SENTENCES
 from voicecli.config import Config
 from voicecli.timeline import summarize
@@ -51,6 +54,8 @@ class LoadRound:
     run: int
     wall_s: float
     outcomes: list[SessionOutcome] = field(default_factory=list)
+    endpoint_cpu_s: float | None = None
+    """CPU seconds the endpoint process used during the round (None: it does not report them)."""
 
     @property
     def requests(self) -> int:
@@ -75,6 +80,7 @@ async def run_round(url: str, token: str, sessions: int, sentences: int, run: in
     transports = [WebSocketTransport(url, token, connect_timeout_s=60.0) for _ in range(sessions)]
     try:
         await asyncio.gather(*(t.connect() for t in transports))
+        cpu_before = await endpoint_cpu_s(url)
         started = time.monotonic()
 
         async def one(index: int, transport: WebSocketTransport) -> SessionOutcome:
@@ -84,19 +90,30 @@ async def run_round(url: str, token: str, sessions: int, sentences: int, run: in
             return SessionOutcome(index, trace, check_exact(trace))
 
         outcomes = await asyncio.gather(*(one(i, t) for i, t in enumerate(transports)))
-        return LoadRound(sessions, run, time.monotonic() - started, list(outcomes))
+        wall = time.monotonic() - started
+        cpu_after = await endpoint_cpu_s(url)
+        cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+        return LoadRound(sessions, run, wall, list(outcomes), cpu)
     finally:
         for transport in transports:
             with contextlib.suppress(Exception):
                 await transport.aclose()
 
 
-def summarize_rounds(rounds: list[LoadRound]) -> list[dict[str, Any]]:
-    """One row per N: accounting totals, first audio p50/p95 over sessions, gaps, throughput."""
+def summarize_rounds(rounds: list[LoadRound], cpus: int | None = None) -> list[dict[str, Any]]:
+    """One row per N: accounting totals, first audio and stall p50/p95 over sessions, gaps, throughput, CPU.
+
+    `cpus`: the endpoint's usable cores, for its CPU utilisation (None: only the cores' worth it used).
+    """
     rows: list[dict[str, Any]] = []
     for n in sorted({r.sessions for r in rounds}):
         group = [r for r in rounds if r.sessions == n]
         firsts = [ms for r in group for o in r.outcomes if (ms := o.trace.ttfa_ms) is not None]
+        listeners = [o.trace.playout() for r in group for o in r.outcomes]
+        stall = summarize([p.stalled_s * 1000 for p in listeners])
+        cpu_rounds = [r for r in group if r.endpoint_cpu_s is not None]
+        cores_used = (sum(r.endpoint_cpu_s or 0.0 for r in cpu_rounds) / sum(r.wall_s for r in cpu_rounds)
+                      if cpu_rounds else None)
         gaps = [(b.first_byte - a.done) * 1000 for r in group for o in r.outcomes
                 for a, b in itertools.pairwise(o.trace.requests)
                 if a.done is not None and b.first_byte is not None]
@@ -120,12 +137,27 @@ def summarize_rounds(rounds: list[LoadRound]) -> list[dict[str, Any]]:
             "first_audio_p95_ms": first.p95 if first else None,
             "gap_p50_ms": gap.p50 if gap else None,
             "gap_p95_ms": gap.p95 if gap else None,
+            "stall_ms_p50": stall.p50 if stall else None,
+            "stall_ms_p95": stall.p95 if stall else None,
+            "stall_ms_max": max(p.stalled_s for p in listeners) * 1000 if listeners else None,
+            "sessions_stalled": sum(1 for p in listeners if p.stalls),
+            "endpoint_cpu_cores": cores_used,
+            "endpoint_cpu_util": cores_used / cpus if cores_used is not None and cpus else None,
             "wall_s": wall / len(group),
             "audio_s": audio / len(group),
             "audio_rate_x": rate,
             "per_session_rate_x": rate / n,
         })
     return rows
+
+
+def scaling(rows: list[dict[str, Any]]) -> tuple[int, float] | None:
+    """(N, throughput at the largest N / throughput of 1 session) from the same run; None without both rows."""
+    single = next((r for r in rows if r["sessions"] == 1), None)
+    top = rows[-1] if rows else None
+    if single is None or top is None or top is single or not single["audio_rate_x"]:
+        return None
+    return int(top["sessions"]), top["audio_rate_x"] / single["audio_rate_x"]
 
 
 def saturation(rows: list[dict[str, Any]]) -> int | None:
@@ -152,24 +184,36 @@ def render_markdown(result: BenchResult) -> str:
         f"together; {settings['runs']} round(s) per N.",
         "",
         "| sessions | requests | completed | lost | duplicated | in order | first audio p50 | p95 | "
-        "gap p50 | p95 | audio/s (all) | per session |",
-        "|---:|---:|---:|---:|---:|:---:|---:|---:|---:|---:|---:|---:|",
+        "stall p50 | p95 | sessions stalled | gap p50 | p95 | audio/s (all) | per session | endpoint CPU |",
+        "|---:|---:|---:|---:|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in rows:
-        def ms(value: float | None) -> str:
-            return "–" if value is None else f"{value:,.0f}"
 
+    def ms(value: float | None) -> str:
+        return "–" if value is None else f"{value:,.0f}"
+
+    for r in rows:
+        cpu = ("–" if r.get("endpoint_cpu_cores") is None else
+               f"{r['endpoint_cpu_cores']:.2f} cores" + (f" ({r['endpoint_cpu_util']:.0%})"
+                                                         if r.get("endpoint_cpu_util") is not None else ""))
         lines.append(f"| {r['sessions']} | {r['requests']} | {r['completed']} | {r['lost']} | {r['duplicated']} | "
                      f"{'yes' if r['in_order'] else 'NO'} | {ms(r['first_audio_p50_ms'])} | "
-                     f"{ms(r['first_audio_p95_ms'])} | {ms(r['gap_p50_ms'])} | {ms(r['gap_p95_ms'])} | "
-                     f"{r['audio_rate_x']:.2f}x | {r['per_session_rate_x']:.2f}x |")
+                     f"{ms(r['first_audio_p95_ms'])} | {ms(r['stall_ms_p50'])} | {ms(r['stall_ms_p95'])} | "
+                     f"{r['sessions_stalled']}/{r['sessions'] * r['rounds']} | {ms(r['gap_p50_ms'])} | "
+                     f"{ms(r['gap_p95_ms'])} | {r['audio_rate_x']:.2f}x | {r['per_session_rate_x']:.2f}x | {cpu} |")
     sat = saturation(rows)
     plateau = throughput_plateau(rows)
+    scaled = scaling(rows)
     lines += [
         "",
-        "first audio: from the common start to the session's first audio byte (ms). gap: from one sentence's "
-        "last audio byte to the next one's first (ms; negative would mean it was already waiting). audio/s: "
-        "seconds of speech produced per wall-clock second, all sessions together; per session: that divided by N.",
+        "first audio: from the common start to the session's first audio byte (ms). stall: the time a listener "
+        "playing each session in real time from its first audio would sit in silence waiting for more, summed over "
+        "the session (ms). gap: from one sentence's last audio byte to the next one's first (ms). audio/s: "
+        "seconds of speech produced per wall-clock second, all sessions together; per session: that divided by N. "
+        "endpoint CPU: the endpoint process's CPU time over the round's wall time (and as a share of its usable "
+        "cores).",
+        "",
+        (f"Scaling: {scaled[0]} sessions produced {scaled[1]:.2f}x the audio per second of one session "
+         f"(`scaling_x`)." if scaled else "Scaling: needs a 1-session row and a larger one."),
         "",
         (f"Saturation: from {sat} concurrent session(s) on, each session gets less than real-time audio (a "
          "listener would hear gaps between sentences)." if sat else
@@ -192,7 +236,13 @@ def charts(result: BenchResult, directory: Path) -> list[Path]:
 
 def build_result(name: str, rounds: list[LoadRound], sentences: int, runs: int, machine: dict[str, Any],
                  target: Target, voice: str) -> BenchResult:
-    rows = summarize_rounds(rounds)
+    endpoint = machine.get("endpoint", {})
+    rows = summarize_rounds(rounds, endpoint.get("cpus"))
+    scaled = scaling(rows)
+    try:
+        load_after = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load_after = []
     samples = [Sample(f"sessions={r.sessions}", 0.0, r.run, {"first_audio_ms": o.trace.ttfa_ms,
                                                              "total_ms": o.trace.total_ms},
                       {"session": o.session, "problems": o.problems, "audio_s": round(o.trace.audio_s, 3)})
@@ -201,14 +251,20 @@ def build_result(name: str, rounds: list[LoadRound], sentences: int, runs: int, 
         kind="load", name=name,
         settings={"sessions": sorted({r.sessions for r in rounds}), "sentences": sentences, "runs": runs,
                   "voice": voice, "endpoint": target.url, "saturates_at": saturation(rows),
-                  "throughput_plateau_at": throughput_plateau(rows)},
+                  "throughput_plateau_at": throughput_plateau(rows),
+                  "scaling_x": None if scaled is None else round(scaled[1], 3),
+                  "scaling_sessions": None if scaled is None else scaled[0],
+                  "load_average_after": load_after},
         machine=machine, samples=samples)
     result.tables["load"] = rows
     result.notes = [
-        "The endpoint runs one inference at a time, shared round robin between sessions: with N sessions the "
-        "first sentence of each can wait for up to N-1 others, and total throughput grows only while extra "
-        "sessions fill the inference worker's idle moments (G2P, encoding and sending happen off it).",
-        "Other work shared the CPU cores while this ran.",
+        f"The endpoint ran {endpoint.get('workers', '?')} inference worker(s) of {endpoint.get('threads', '?')} "
+        "thread(s) each; one session has one inference running at a time, so one session uses at most one worker "
+        "and N sessions share min(N, workers). First pieces of turns go first, then the session whose listener has "
+        "the least audio buffered.",
+        f"Load average (1/5/15 min) before the run: "
+        f"{'/'.join(str(x) for x in machine.get('load_average_1_5_15', [])) or '?'}; after: "
+        f"{'/'.join(str(x) for x in load_after) or '?'} (the bench itself and the endpoint count in it).",
     ]
     return result
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from voicecli.playout import Playout
 from voicecli.tts.base import AudioChunk, AudioDone, AudioFailed, AudioStart, SpeechRequest, TTSTransport
 
 
@@ -32,6 +33,8 @@ class RequestTrace:
     server_queue_ms: float | None = None
     server_first_audio_ms: float | None = None
     """The endpoint's own time from receiving the request to sending its first audio (WebSocket only)."""
+    arrivals: list[tuple[float, int]] = field(default_factory=list)
+    """(time, bytes) of every audio chunk, for what a real-time listener would hear (`Trace.playout`)."""
 
 
 @dataclass
@@ -58,6 +61,18 @@ class Trace:
     @property
     def audio_s(self) -> float:
         return sum(r.audio_s for r in self.requests)
+
+    def playout(self) -> Playout:
+        """A real-time listener of these requests, one after another, from the first audio on.
+
+        A chunk's duration is its share of its request's bytes times the request's audio seconds: exact for PCM
+        and for the endpoint's constant-bitrate MP3 (frame-aligned chunks).
+        """
+        listener = Playout()
+        for request in self.requests:
+            for at, size in request.arrivals:
+                listener.add(at, request.audio_s * size / request.bytes if request.bytes else 0.0)
+        return listener
 
 
 async def speak(transport: TTSTransport, requests: list[SpeechRequest], stall_s: float = 300.0,
@@ -101,6 +116,7 @@ async def speak(transport: TTSTransport, requests: list[SpeechRequest], stall_s:
             if entry.first_byte is None:
                 entry.first_byte = event.at
             entry.bytes += len(event.data)
+            entry.arrivals.append((event.at, len(event.data)))
             entry.chunks += 1
         elif isinstance(event, AudioDone):
             entry.dones += 1

@@ -160,7 +160,8 @@ def machine_line(machine: dict[str, Any]) -> str:
     return (f"{machine.get('cpu_model')} ({machine.get('cpus_usable')} usable cores, load "
             f"{'/'.join(str(x) for x in machine.get('load_average_1_5_15', []))}), Python {machine.get('python')}, "
             f"engine {endpoint.get('engine', '?')} on {endpoint.get('device', '?')} with "
-            f"{endpoint.get('threads', '?')} thread(s), commit {machine.get('git_commit')}")
+            f"{endpoint.get('workers', 1)} worker(s) x {endpoint.get('threads', '?')} thread(s), "
+            f"commit {machine.get('git_commit')}")
 
 
 ChartWriter = Callable[[BenchResult, Path], list[Path]]

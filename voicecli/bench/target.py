@@ -53,9 +53,9 @@ async def resolve_target(config: Config, progress: Callable[[str], None]) -> Tar
     if target == "local":
         local = await ensure_local_endpoint(
             config.get_str("endpoint.local.host"), config.get_int("endpoint.local.port"),
-            config.get_str("endpoint.local.engine"), config.get_int("endpoint.local.threads"),
+            config.get_str("endpoint.local.engine"), config.get_count("endpoint.local.threads"),
             config.models_dir, config.get_float("endpoint.connect_timeout_s"),
-            config.get_bool("endpoint.local.autostart"), progress)
+            config.get_bool("endpoint.local.autostart"), progress, workers=config.get_count("endpoint.local.workers"))
         return Target(local.host, local.port, token, local)
     parsed = urllib.parse.urlsplit(target)
     if parsed.scheme in ("https", "wss"):
@@ -73,10 +73,23 @@ async def endpoint_stats(target: Target) -> dict[str, Any]:
             response = await client.get(f"{target.url}/stats")
         if response.status_code == 200:
             data: dict[str, Any] = response.json()
-            return {k: data.get(k) for k in ("engine", "device", "threads", "voices", "load_s", "warmup_s")}
+            keys = ("engine", "device", "workers", "threads", "cpus", "workers_auto", "threads_auto", "voices",
+                    "load_s", "warmup_s")
+            return {k: data.get(k) for k in keys}
     except (httpx.HTTPError, ValueError):
         pass
     return {}
+
+
+async def endpoint_cpu_s(url: str) -> float | None:
+    """CPU seconds the endpoint process has used so far (its /stats `cpu_s`); None when it does not say."""
+    try:
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            response = await client.get(f"{url}/stats")
+        value = response.json().get("cpu_s") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    return float(value) if isinstance(value, int | float) else None
 
 
 @contextlib.asynccontextmanager

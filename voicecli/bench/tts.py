@@ -262,7 +262,7 @@ async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
                 bar.describe("loading the in-process engine for the floor")
                 floor = await Floor.load(str(stats.get("engine") or config.get_str("endpoint.local.engine")),
                                          config.models_dir,
-                                         int(stats.get("threads") or config.get_int("endpoint.local.threads")))
+                                         int(stats.get("threads") or config.get_count("endpoint.local.threads") or 1))
             machine = machine_info(stats)
             samples = await run_tts(target, rtts, args.runs, plan, floor, bar)
         finally:

@@ -1,16 +1,25 @@
 """Kokoro-82M on onnxruntime (the int8 v1.0 export through kokoro-onnx): the CPU engine.
 
-kokoro-onnx is used only as a model runner. It is fed misaki phonemes (`is_phonemes=True`), never its own espeak
-IPA, because Kokoro v1.0 was trained on misaki's symbols. Its trimming and pause insertion are turned off: the
-raw model output is what the torch engine returns too, and the chunking upstream already decides the pieces.
+kokoro-onnx is used for what it knows about the model (vocabulary, input names and dtypes, the voices file), never
+for G2P: the engine is fed misaki phonemes, because Kokoro v1.0 was trained on misaki's symbols. Inference itself
+calls the onnxruntime session directly, the same inputs kokoro-onnx's `create(..., is_phonemes=True, trim=False)`
+builds, with no trimming or pauses: the raw model output is what the torch engine returns too, and the chunking
+upstream already decides the pieces.
+
+Why not `Kokoro.create`: several inference workers call this engine at once (voicecli_endpoint.scheduler).
+onnxruntime documents `InferenceSession.run` as safe to call concurrently, and it releases the GIL while it runs.
+kokoro-onnx's wrapper makes no such promise, and per call it re-reads and decompresses the voice from the shared
+npz archive and does timing and pause bookkeeping in Python, under the GIL the other workers need. Here the voices
+are decompressed once at load, and a call holds the GIL only to tokenize and to build three small arrays.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from voicecli_endpoint.engines.base import Audio, Engine, kokoro_dir
 
@@ -19,7 +28,7 @@ VOICES_FILE = "voices-v1.0.bin"
 
 
 class OnnxEngine(Engine):
-    """kokoro-onnx + onnxruntime with an explicit thread budget (intra-op threads; inter-op 1).
+    """onnxruntime with an explicit thread budget (intra-op threads; inter-op 1); safe to call from many threads.
 
     onnxruntime's worker threads spin-wait between operators by default. On a machine whose cores are shared
     with the LLM and speech recognition that burns the other processes' CPU and, measured here under load,
@@ -45,8 +54,16 @@ class OnnxEngine(Engine):
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
         options.add_session_config_entry("session.inter_op.allow_spinning", "1" if spin_wait else "0")
         session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
-        self._kokoro = Kokoro.from_session(session, str(voices_path))
-        self._voices = tuple(sorted(str(name) for name in self._kokoro.voices.files))
+        kokoro = Kokoro.from_session(session, str(voices_path))
+        self._session = session
+        self._tokenizer = kokoro.tokenizer
+        self._tokens_input: str = kokoro._tokens_input
+        self._dtypes: dict[str, np.dtype[Any]] = dict(kokoro._input_dtypes)
+        # One style row per phoneme count; all 54 voices are ~28 MB decompressed, read once here.
+        self._styles: dict[str, npt.NDArray[Any]] = {
+            str(name): np.asarray(kokoro.voices[name], dtype=self._dtypes["style"]) for name in kokoro.voices.files
+        }
+        self._voices = tuple(sorted(self._styles))
         self.threads = threads
 
     @property
@@ -59,13 +76,14 @@ class OnnxEngine(Engine):
 
     def synthesize_phonemes(self, phonemes: str, voice: str, speed: float) -> Audio:
         self.check_voice(voice)
-        audio, _rate = self._kokoro.create(
-            phonemes,
-            voice=voice,
-            speed=speed,
-            is_phonemes=True,
-            trim=False,
-            sentence_pause=0.0,
-            clause_pause=0.0,
-        )
-        return np.asarray(audio, dtype=np.float32).ravel()
+        tokens = self._tokenizer.tokenize(" ".join(phonemes.split()))
+        if not tokens:
+            raise ValueError(f"no phoneme of {phonemes!r} is in the model's vocabulary")
+        style = self._styles[voice]
+        inputs = {
+            self._tokens_input: np.array([[0, *tokens, 0]], dtype=self._dtypes[self._tokens_input]),
+            "style": style[min(len(tokens), len(style)) - 1],  # one style row per token count, as kokoro-onnx
+            "speed": np.array([speed], dtype=self._dtypes["speed"]),
+        }
+        outputs = self._session.run(None, inputs)
+        return np.asarray(outputs[0], dtype=np.float32).ravel()

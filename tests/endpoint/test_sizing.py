@@ -1,0 +1,42 @@
+"""Choosing inference workers and threads from the usable cores (`auto`) or the operator's numbers."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from voicecli_endpoint.sizing import choose, parse_count, usable_cpus
+
+
+def test_auto_on_a_cpu_is_one_single_threaded_worker_per_core() -> None:
+    sizes = choose(None, None, cpus=2)
+    assert (sizes.workers, sizes.threads, sizes.workers_auto, sizes.threads_auto) == (2, 1, True, True)
+
+
+def test_auto_on_a_gpu_is_one_worker_with_the_cores_as_threads() -> None:
+    sizes = choose(None, None, gpu=True, cpus=4)
+    assert (sizes.workers, sizes.threads) == (1, 4)
+
+
+@pytest.mark.parametrize(("workers", "threads", "expected"), [(None, 2, (2, 2)), (2, None, (2, 2)), (3, 5, (3, 5)),
+                                                               (None, 8, (1, 8))])
+def test_one_given_size_decides_the_other(workers: int | None, threads: int | None,
+                                          expected: tuple[int, int]) -> None:
+    sizes = choose(workers, threads, cpus=4)
+    assert (sizes.workers, sizes.threads) == expected
+    assert "usable core" in sizes.describe()
+
+
+def test_usable_cpus_follows_the_affinity_mask() -> None:
+    assert usable_cpus() == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize(("text", "expected"), [("auto", None), ("AUTO", None), (None, None), ("3", 3), (2, 2)])
+def test_parse_count(text: str | int | None, expected: int | None) -> None:
+    assert parse_count(text, "--workers") == expected
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "two", "1.5"])
+def test_parse_count_rejects_with_the_option_name(text: str) -> None:
+    with pytest.raises(ValueError, match="--threads"):
+        parse_count(text, "--threads")
