@@ -271,8 +271,8 @@ class Recorder:
 
 
 def write_wav_int16(path: Path, samples: NDArray[np.float32], rate: int) -> None:
-    """Write mono float samples in [-1, 1] as a 16-bit WAV (for paplay)."""
-    pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2")
+    """Write mono float samples in [-1, 1] as a 16-bit WAV (for paplay), rounded to the nearest step."""
+    pcm = np.round(np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2")
     with wave.open(str(path), "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)

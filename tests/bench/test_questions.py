@@ -37,7 +37,7 @@ def test_built_in_questions_carry_exact_mid_sentence_pauses(tmp_path: Path) -> N
         assert question.duration_s - question.voiced_end_s == pytest.approx(LEAD_IN_S, abs=0.01)
     for question in paused:
         longest = max(pauses_ms(read(question.path)[0], question.rate))
-        assert 400 - 20 <= longest <= 600 + 20 and max(question.pauses_ms) == longest
+        assert 400 - 3 <= longest <= 600 + 3 and max(question.pauses_ms) == longest
 
 
 def test_a_folder_of_wav_files_is_read_at_any_rate_and_channel_count(tmp_path: Path) -> None:

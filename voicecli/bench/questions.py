@@ -68,10 +68,14 @@ class Question:
 
 
 def _question(name: str, text: str, samples: NDArray[np.float32], rate: int, path: Path) -> Question:
+    """Write the question as a 16-bit WAV, then take its marks from that file: what is played is what is known."""
+    import soundfile
+
+    write_wav_int16(path, samples, rate)
+    samples = np.asarray(soundfile.read(str(path), dtype="float32")[0], dtype=np.float32)
     span = sound_span(samples, rate)
     if span is None:
         raise BenchError(f"question {name} is silent (nothing above -40 dBFS): record it louder")
-    write_wav_int16(path, samples, rate)
     return Question(name, text, path, rate, len(samples) / rate, span[0] / rate, span[1] / rate,
                     tuple(pauses_ms(samples, rate)))
 
