@@ -24,6 +24,7 @@ from voicecli.bench.turns import (
     render_markdown,
     summary_by_mode,
 )
+from voicecli.cli import main
 from voicecli.timeline import TurnTimeline
 
 QUESTION = Question("q01", "What is the capital of France?", Path("q01.wav"), 22_050, 2.6, 0.3, 2.3, ())
@@ -152,3 +153,14 @@ def test_turns_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
         assert detail["question_voiced_s_heard"] == pytest.approx(detail["question_voiced_s_file"], abs=0.1)
     assert "capital" in data["samples"][0]["detail"]["transcripts"][0].lower()
     assert "| bidi | 2 | 2 |" in markdown and "| bidi |" in result.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--modes", "bidi,nope"], "--modes takes a comma list of bidi, batch, not 'bidi,nope'"),
+    (["--modes", ","], "--modes takes a comma list"),
+    (["--turns", "0"], "--turns must be at least 1"),
+])
+def test_bad_options_stop_with_one_line_before_anything_starts(args: list[str], message: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "turns", *args]) == 2
+    assert message in capsys.readouterr().err

@@ -165,11 +165,10 @@ class Observation:
 class App:
     """The app under test as a child process: stdout lines queued with their arrival time, stderr kept for errors."""
 
-    def __init__(self, command: list[str], env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
         self.command = command
         self.lines: queue.Queue[tuple[float, str]] = queue.Queue()
         self.stderr_tail: deque[str] = deque(maxlen=40)
-        self._log = log_path.open("w", encoding="utf-8")
         self._listening = threading.Event()
         self.process = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True, bufsize=1)
@@ -182,12 +181,10 @@ class App:
     def _read_stdout(self, stream: IO[str]) -> None:
         for line in stream:
             self.lines.put((time.monotonic(), line.rstrip("\n")))
-            self._log.write(line)
 
     def _read_stderr(self, stream: IO[str]) -> None:
         for line in stream:
             self.stderr_tail.append(line.rstrip())
-            self._log.write(line)
             if "listening on" in line:
                 self._listening.set()
 
@@ -214,7 +211,6 @@ class App:
                 self.process.wait(timeout=10)
         for thread in self._threads:
             thread.join(timeout=5)
-        self._log.close()
 
 
 def app_command(config: Config, target: Target, mode: str, config_path: Path | None) -> list[str]:
@@ -326,11 +322,11 @@ class TurnRunner:
 
 def run_mode(pulse: PrivatePulse, command: list[str], mode: str, questions: list[Question], turns: int,
              work: Path, bar: BenchProgress | None) -> list[Observation]:
-    """Start the app in `mode`, ask `turns` questions, stop it; the app's output is kept in work/app-<mode>.log."""
+    """Start the app in `mode`, ask `turns` questions, stop it."""
     env = {**pulse.child_env(), "XDG_STATE_HOME": str(work / "state"), "PYTHONUNBUFFERED": "1"}
     if bar is not None:
         bar.describe(f"{mode}: starting the app (Whisper, LLM, endpoint connection)")
-    app = App(command, env, work / f"app-{mode}.log")
+    app = App(command, env)
     try:
         app.wait_listening(STARTUP_TIMEOUT_S)
         with TurnRunner(pulse, app, mode, bar) as runner:
@@ -436,8 +432,7 @@ def build_result(name: str, samples: list[Sample], config: Config, modes: list[s
     return result
 
 
-async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+async def _bench(args: argparse.Namespace, config: Config, modes: list[str]) -> BenchResult:
     with tempfile.TemporaryDirectory(prefix="voicecli-turns-") as tmp, \
             BenchProgress(args.turns * len(modes), "bench turns") as bar:
         work = Path(tmp)
@@ -478,5 +473,5 @@ def run(args: argparse.Namespace, config: Config) -> int:
     unknown = [m for m in modes if m not in MODES]
     if not modes or unknown:
         raise UserError(f"--modes takes a comma list of {', '.join(MODES)}, not {args.modes!r}")
-    run_bench(_bench(args, config), Path(args.out), render_markdown, charts, (BenchError, EndpointStartError))
+    run_bench(_bench(args, config, modes), Path(args.out), render_markdown, charts, (BenchError, EndpointStartError))
     return 0
