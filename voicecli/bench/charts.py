@@ -131,7 +131,8 @@ def waterfall_chart(by_mode: dict[str, dict[str, Any]], stages: Sequence[str], p
                     xerr=[[0.0], [max((felt95 or felt) - felt, 0.0)]], capsize=4)
             ax.text(felt, y, f" p50 {felt:,.0f}" + (f" / p95 {felt95:,.0f}" if felt95 is not None else ""),
                     va="bottom", fontsize=8)
-        ax.set_xlim(right=1.3 * max([*marks.values(), felt95 or 0.0, felt or 0.0, 1.0]))  # room for the labels
+        drawn = [marks[s] for s in stages if s in marks] + [felt95 or 0.0, felt or 0.0, 1.0]
+        ax.set_xlim(right=1.3 * max(drawn))  # room for the labels
         ax.set_yticks(range(len(labels)), labels)
         ax.invert_yaxis()
         ax.axvline(0.0, color="black", linewidth=0.8)
