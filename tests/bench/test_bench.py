@@ -48,7 +48,8 @@ def outputs(out: Path, kind: str, charts: list[str]) -> tuple[dict[str, Any], st
     return data, (directory / "results.md").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("command", [["bench"], ["bench", "tts"], ["bench", "e2e"], ["bench", "load"]])
+@pytest.mark.parametrize("command", [["bench"], ["bench", "tts"], ["bench", "e2e"], ["bench", "load"],
+                                     ["bench", "turns"]])
 def test_every_bench_command_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args([*command, "--help"])

@@ -3,6 +3,7 @@
     voicecli bench tts  [--runs N] [--rtt-ms X ...]          TTS only: time to first audio per transport variant
     voicecli bench e2e  [--runs N] [--rtt-ms X ...]          LLM + TTS through the pipeline: batch vs bidi
     voicecli bench load [--sessions N,...] [--sentences M]   concurrent sessions with exact accounting
+    voicecli bench turns [--turns N] [--modes bidi,batch]    spoken questions in, felt latency from the audio
 
 Each writes results.json, results.md and PNG charts to results/bench/<name>/ and copies them to
 results/bench/latest/<bench>/. The bench modules (transports, numpy, matplotlib, the engine) are imported only
@@ -23,6 +24,8 @@ E2E_RUNS = 5
 LOAD_SESSIONS = "1,2,4,8"
 LOAD_SENTENCES = 10
 LOAD_RUNS = 2
+TURNS = 10
+TURN_MODES = "bidi,batch"
 
 
 def _run_tts(args: argparse.Namespace, config: Config) -> int:
@@ -43,6 +46,12 @@ def _run_load(args: argparse.Namespace, config: Config) -> int:
     return run(args, config)
 
 
+def _run_turns(args: argparse.Namespace, config: Config) -> int:
+    from voicecli.bench.turns import run
+
+    return run(args, config)
+
+
 def _outputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR",
                         help=f"results root (default {DEFAULT_OUT}); each run goes to DIR/NAME/ and DIR/latest/")
@@ -56,7 +65,7 @@ def _rtt(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the `tts`, `e2e` and `load` sub-commands to the `voicecli bench` parser."""
+    """Add the `tts`, `e2e`, `load` and `turns` sub-commands to the `voicecli bench` parser."""
     from voicecli.cli import global_options
 
     common = global_options()
@@ -93,3 +102,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     load.add_argument("--runs", type=int, default=LOAD_RUNS, help=f"rounds per N (default {LOAD_RUNS})")
     _outputs(load)
     load.set_defaults(handler=_run_load)
+
+    text = "spoken questions into a virtual microphone, the real app answering: felt latency from the audio"
+    turns = commands.add_parser("turns", parents=[common], help=text, description=text)
+    turns.add_argument("--turns", type=int, default=TURNS, help=f"questions per mode (default {TURNS}; they cycle)")
+    turns.add_argument("--modes", default=TURN_MODES, metavar="M,M",
+                       help=f"modes to run, one after the other (default {TURN_MODES})")
+    turns.add_argument("--questions", default=None, metavar="DIR",
+                       help="a folder of WAV files, one question each (default: a built-in set spoken by espeak-ng, "
+                       "some with a 400-600 ms pause mid-sentence)")
+    _outputs(turns)
+    turns.set_defaults(handler=_run_turns)

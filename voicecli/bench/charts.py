@@ -1,4 +1,5 @@
-"""PNG charts of bench results (matplotlib, headless Agg backend): distributions, TTFA vs RTT, load curves.
+"""PNG charts of bench results (matplotlib, headless Agg backend): distributions, TTFA vs RTT, load curves, the
+spoken turn's waterfall.
 
 Why distributions and not just bars of medians: on a shared CPU single runs can be several times the median, and
 a reader has to see that spread to judge the ratios.
@@ -91,6 +92,55 @@ def load_chart(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     handles = ax.get_legend_handles_labels()[0] + rate.get_legend_handles_labels()[0]
     ax.legend(handles=handles, fontsize=8, loc="upper left")
     ax.set_title("voicecli bench load: first audio and throughput vs sessions")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def waterfall_chart(by_mode: dict[str, dict[str, Any]], stages: Sequence[str], path: Path) -> Path:
+    """Per mode, the median time of each stage from speech end as a waterfall, and the felt latency below it.
+
+    Each stage's bar runs from the previous stage's median to its own, so the widest bar is where the time goes;
+    the felt latency (measured in the audio) is drawn from 0 with a whisker to its p95, to compare with the app's
+    own first_audio_played.
+    """
+    plt = _pyplot()
+    modes = [m for m, row in by_mode.items() if row.get("felt_latency_p50_ms") is not None
+             or row.get("timeline_marks_p50_ms")]
+    fig, axes = plt.subplots(len(modes) or 1, 1, figsize=(9, 1.2 + 0.55 * (len(stages) + 1) * max(1, len(modes))),
+                             squeeze=False, sharex=True)
+    for ax, mode in zip(axes[:, 0], modes, strict=False):
+        row = by_mode[mode]
+        marks: dict[str, float] = row.get("timeline_marks_p50_ms", {})
+        labels: list[str] = []
+        previous = 0.0
+        for y, stage in enumerate(stages):
+            labels.append(stage)
+            if stage not in marks:
+                continue
+            end = marks[stage]
+            ax.barh(y, max(end - previous, 0.0), left=min(previous, end), color="tab:blue", alpha=0.75)
+            ax.text(end, y, f" {end:,.0f}", va="center", fontsize=8)
+            previous = end
+        felt, felt95 = row.get("felt_latency_p50_ms"), row.get("felt_latency_p95_ms")
+        labels.append("felt latency (audio)")
+        if felt is not None:
+            y = len(stages)
+            ax.barh(y, felt, color="tab:red", alpha=0.8,
+                    xerr=[[0.0], [max((felt95 or felt) - felt, 0.0)]], capsize=4)
+            ax.text(felt, y, f" p50 {felt:,.0f}" + (f" / p95 {felt95:,.0f}" if felt95 is not None else ""),
+                    va="bottom", fontsize=8)
+        drawn = [marks[s] for s in stages if s in marks] + [felt95 or 0.0, felt or 0.0, 1.0]
+        ax.set_xlim(right=1.3 * max(drawn))  # room for the labels
+        ax.set_yticks(range(len(labels)), labels)
+        ax.invert_yaxis()
+        ax.axvline(0.0, color="black", linewidth=0.8)
+        ax.set_title(f"{mode}: {row.get('turns', 0)} questions, {row.get('premature_answers', 0)} premature",
+                     fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    axes[-1, 0].set_xlabel("ms after the end of the question's speech (medians)")
+    fig.suptitle("voicecli bench turns: where a spoken turn's time goes")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -65,6 +65,8 @@ class BenchResult:
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Extra tabular results (the load bench's per-N rows)."""
     notes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Bench-specific top-level sections of results.json (the turns bench's summary_by_mode)."""
     created: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
 
     def to_json(self) -> dict[str, Any]:
@@ -78,6 +80,7 @@ class BenchResult:
             "summary": [_rounded(asdict(row)) for row in self.summary],
             "tables": self.tables,
             "samples": [_rounded(asdict(sample)) for sample in self.samples],
+            **{key: _rounded(value) for key, value in self.extra.items()},
         }
 
     def row(self, variant: str, metric: str, rtt_ms: float) -> SummaryRow | None:
