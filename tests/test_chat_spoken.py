@@ -92,10 +92,10 @@ def test_spoken_turn_is_transcribed_answered_and_heard(
     pulse: PrivatePulse, server: RunningServer, models_dir: Path, tmp_path: Path
 ) -> None:
     release = threading.Event()
-    prompt = espeak("What is the capital of France?", tmp_path / "prompt.wav")
+    prompt = espeak("How many legs does a spider have?", tmp_path / "prompt.wav")
     with BedrockStandIn() as bedrock:
         bedrock.queue(standin.Reply(
-            deltas=["Paris is the capital of France.", " It stands on the river Seine.", " Many people visit it."],
+            deltas=["A spider has eight legs.", " Insects have six of them.", " Many people fear spiders."],
             hold_at=2, release=release, hold_timeout_s=240))
         chat = Chat(pulse, server, bedrock.url, models_dir, 1, tmp_path)
         chat.wait_for_stderr("listening on")
@@ -106,9 +106,9 @@ def test_spoken_turn_is_transcribed_answered_and_heard(
         lines, timelines = chat.finish()
         captured = recorder.stop()
     heard = next(line for line in lines if line.startswith("you (spoken)> ")).lower()
-    assert "capital" in heard and "france" in heard
+    assert "spider" in heard and "legs" in heard
     assert "question" not in heard
-    assert bedrock.requests[0].body["messages"][-1]["content"][0]["text"].lower().startswith("what is the capital")
+    assert bedrock.requests[0].body["messages"][-1]["content"][0]["text"].lower().startswith("how many legs")
     (timeline,) = timelines
     marks = timeline["marks_ms"]
     expected = ["speech_start", "speech_end", "transcript_ready", "llm_request", "llm_first_token",

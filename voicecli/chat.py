@@ -203,14 +203,10 @@ class Headless:
         return asyncio.create_task(listener.run())
 
     async def _wav_turn(self, path: Path) -> None:
-        from voicecli.transcription import Transcriber
+        from voicecli.transcription import transcriber_from_config
 
         audio = load_wav_16k(path)
-        transcriber = await asyncio.to_thread(
-            Transcriber, self.config.get_str("stt.model"), self.config.get_int("stt.beam_size"),
-            self.config.get_str("stt.device"), self.config.get_str("stt.compute_type"),
-            self.config.get_int("stt.threads"), self.config.get_str("stt.language") or None,
-            models_dir=self.config.models_dir)
+        transcriber = await asyncio.to_thread(transcriber_from_config, self.config)
         speech_end = time.monotonic()
         transcript = await transcriber.transcribe(audio)
         transcriber.close()

@@ -241,19 +241,11 @@ def open_listener(
 ) -> Listener:
     """Microphone, detector and a warmed-up Whisper model from config. Raises NoMicrophoneError (typing still works)
     or WhisperModelMissing (names the install command). Blocking (~1-2 s): call it via asyncio.to_thread."""
-    from voicecli.transcription import Transcriber
+    from voicecli.transcription import transcriber_from_config
 
     wanted = config.get_str("audio.input_device")
     microphone = Microphone(int(wanted) if wanted.isdigit() else (wanted or None))
-    transcriber = Transcriber(
-        config.get_str("stt.model"),
-        beam_size=config.get_int("stt.beam_size"),
-        device=config.get_str("stt.device"),
-        compute_type=config.get_str("stt.compute_type"),
-        threads=config.get_int("stt.threads"),
-        language=config.get_str("stt.language") or None,
-        models_dir=config.models_dir,
-    )
+    transcriber = transcriber_from_config(config)
     transcriber.warm_up()
     detector = make_detector(config.get_str("audio.input_mode"), config.get_int("audio.vad_silence_ms"),
                              config.get_int("audio.speculate_ms"))

@@ -74,7 +74,7 @@ class TurnEndPolicy:
     """Silence (ms) that confirms the end of a turn, given what the user said so far."""
 
     default_ms: int = 700
-    complete_ms: int = 300
+    complete_ms: int = 650
     incomplete_ms: int = 1400
     transcript_aware: bool = True
 

@@ -118,7 +118,8 @@ class EndpointState:
             self.parallelism = parallelism = sizing.choose(settings.workers, settings.threads, gpu=gpu)
             log.info("inference: %s", parallelism.describe())
             self.scheduler = FairScheduler(parallelism.workers)
-            engine = await asyncio.to_thread(load_engine, resolved, models_dir, parallelism.threads)
+            engine = await asyncio.to_thread(load_engine, resolved, models_dir, parallelism.threads,
+                                             parallelism.solo_threads)
             phonemizer = await asyncio.to_thread(Phonemizer)
             synthesizer = Synthesizer(engine, phonemizer, self.scheduler, settings.chunk_policy)
             self.load_s = time.perf_counter() - started

@@ -13,6 +13,14 @@ def test_auto_on_a_cpu_is_one_single_threaded_worker_per_core() -> None:
     assert (sizes.workers, sizes.threads, sizes.workers_auto, sizes.threads_auto) == (2, 1, True, True)
 
 
+def test_a_lone_piece_gets_every_core_when_threads_are_auto() -> None:
+    assert choose(None, None, cpus=2).solo_threads == 2
+    assert "2 for a lone piece" in choose(None, None, cpus=2).describe()
+    assert choose(None, 1, cpus=2).solo_threads == 0  # the operator's thread count is kept
+    assert choose(1, None, cpus=2).solo_threads == 0  # one worker already has every core
+    assert choose(None, None, gpu=True, cpus=4).solo_threads == 0
+
+
 def test_auto_on_a_gpu_is_one_worker_with_the_cores_as_threads() -> None:
     sizes = choose(None, None, gpu=True, cpus=4)
     assert (sizes.workers, sizes.threads) == (1, 4)

@@ -41,6 +41,9 @@ class LocalSettings:
     models_dir: Path
     model_file: str = ""  # empty: DEFAULT_MODEL_FILE under models_dir; relative paths are under models_dir too
     threads: int = 1
+    batch_threads: int = 1
+    """Threads for reading the prompt. It is read at the start of a turn, before any sentence exists for TTS, so
+    it may take the cores that generation (which overlaps synthesis) must leave free."""
     context_tokens: int = 2048
 
     @property
@@ -72,7 +75,7 @@ class LocalLLM:
                 self._llama = llama_cpp.Llama(
                     model_path=str(self.settings.model_path),
                     n_threads=self.settings.threads,
-                    n_threads_batch=self.settings.threads,
+                    n_threads_batch=self.settings.batch_threads,
                     n_ctx=self.settings.context_tokens,
                     verbose=False,
                 )

@@ -15,6 +15,7 @@ are decompressed once at load, and a call holds the GIL only to tokenize and to 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -38,7 +39,7 @@ class OnnxEngine(Engine):
 
     name: ClassVar[str] = "onnx"
 
-    def __init__(self, models_dir: Path, threads: int = 1, *, spin_wait: bool = False) -> None:
+    def __init__(self, models_dir: Path, threads: int = 1, *, spin_wait: bool = False, solo_threads: int = 0) -> None:
         import onnxruntime as ort
         from kokoro_onnx import Kokoro
 
@@ -47,15 +48,23 @@ class OnnxEngine(Engine):
         for path in (model_path, voices_path):
             if not path.is_file():
                 raise FileNotFoundError(f"{path} is missing; run `voicecli models install --only kokoro`")
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, threads)
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
-        options.add_session_config_entry("session.inter_op.allow_spinning", "1" if spin_wait else "0")
-        session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+        def open_session(intra_op_threads: int) -> Any:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = max(1, intra_op_threads)
+            options.inter_op_num_threads = 1
+            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+            options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin_wait else "0")
+            options.add_session_config_entry("session.inter_op.allow_spinning", "1" if spin_wait else "0")
+            return ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+
+        session = open_session(threads)
         kokoro = Kokoro.from_session(session, str(voices_path))
         self._session = session
+        # A piece that runs while no other does takes all the cores (sizing.py): a second session, same weights.
+        self._solo = open_session(solo_threads) if solo_threads > threads else None
+        self._running = 0
+        self._running_lock = threading.Lock()
+        self.solo_runs = 0
         self._tokenizer = kokoro.tokenizer
         self._tokens_input: str = kokoro._tokens_input
         self._dtypes: dict[str, np.dtype[Any]] = dict(kokoro._input_dtypes)
@@ -85,5 +94,14 @@ class OnnxEngine(Engine):
             "style": style[min(len(tokens), len(style)) - 1],  # one style row per token count, as kokoro-onnx
             "speed": np.array([speed], dtype=self._dtypes["speed"]),
         }
-        outputs = self._session.run(None, inputs)
+        with self._running_lock:
+            alone = self._running == 0
+            self._running += 1
+        session = self._solo if alone and self._solo is not None else self._session
+        try:
+            outputs = session.run(None, inputs)
+        finally:
+            with self._running_lock:
+                self._running -= 1
+                self.solo_runs += session is self._solo
         return np.asarray(outputs[0], dtype=np.float32).ravel()

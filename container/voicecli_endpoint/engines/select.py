@@ -39,8 +39,8 @@ def resolve_engine_name(name: str) -> Literal["onnx", "torch"]:
     raise ValueError(f"unknown engine {name!r}; valid engines: {', '.join(ENGINE_NAMES)}")
 
 
-def load_engine(name: str, models_dir: Path, threads: int = 1) -> Engine:
-    """Load the named engine ("auto", "onnx" or "torch") from `models_dir`."""
+def load_engine(name: str, models_dir: Path, threads: int = 1, solo_threads: int = 0) -> Engine:
+    """Load the named engine ("auto", "onnx" or "torch") from `models_dir`. `solo_threads`: see sizing.py (onnx)."""
     resolved = resolve_engine_name(name)
     log.info("loading %s engine (requested %r) from %s with %d thread(s)", resolved, name, models_dir, threads)
     if resolved == "torch":
@@ -49,4 +49,4 @@ def load_engine(name: str, models_dir: Path, threads: int = 1) -> Engine:
         return TorchEngine(models_dir, threads)
     from voicecli_endpoint.engines.onnx_engine import OnnxEngine
 
-    return OnnxEngine(models_dir, threads)
+    return OnnxEngine(models_dir, threads, solo_threads=solo_threads)
