@@ -58,7 +58,7 @@ class _Pending:
 
 
 class _Gone(Exception):
-    """The client went away while we were sending."""
+    """The client went away while we were sending (or stopped reading until the connection was dropped)."""
 
 
 class WebSocketSession:
@@ -86,6 +86,7 @@ class WebSocketSession:
         self._send_lock = asyncio.Lock()
         self._auto_ids = itertools.count(1)
         self.requests_done = 0
+        self._gone_logged = False
 
     @property
     def key(self) -> str:
@@ -100,8 +101,8 @@ class WebSocketSession:
                                                name=f"{self.key}-idle"))
         try:
             await self._read()
-        except _Gone:
-            pass
+        except _Gone as gone:
+            self._log_gone(gone)
         finally:
             for task in helpers:
                 task.cancel()
@@ -134,6 +135,11 @@ class WebSocketSession:
             except ProtocolError as exc:
                 log.info("session %s: rejected message: %s", self.key, exc)
                 await self._send(Error.from_protocol_error(exc))
+                continue
+            except Exception:  # a bug in validation must cost one error frame, never the session and its queue
+                log.exception("session %s: validating a message failed", self.key)
+                await self._send(Error(ErrorCode.INTERNAL_ERROR, "the server failed to read this message (a bug, "
+                                       "logged on the server); the session goes on"))
                 continue
             await self._dispatch(parsed)
 
@@ -192,8 +198,19 @@ class WebSocketSession:
                     self._current = None
                     self._last_activity = time.monotonic()
                 self.requests_done += 1
-        except _Gone:
+        except _Gone as gone:
+            self._log_gone(gone)
             return
+
+    def _log_gone(self, gone: _Gone) -> None:
+        """Say why a session ended while we were sending: a client that stopped reading is dropped by the
+        WebSocket layer (keepalive ping timeout), and that deserves a line of its own, not silence."""
+        if self._gone_logged:  # the reader and the worker may both see the same broken connection
+            return
+        self._gone_logged = True
+        waiting = len(self._pending) + (self._current is not None)
+        log.warning("session %s: the connection broke while sending (%s); the client stopped reading or went away "
+                    "with %d request(s) unanswered", self.key, gone.__cause__ or "no reason given", waiting)
 
     async def _watch_idle(self, timeout_s: float) -> None:
         """Close the session once it has had no message and no work for `timeout_s` (see the module docstring)."""
