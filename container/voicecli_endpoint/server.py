@@ -25,6 +25,18 @@ def exposure_warning(host: str, token: str) -> str | None:
             "authenticates callers itself)")
 
 
+class _DenialIsNotAnError(logging.Filter):
+    """Drops uvicorn's "ASGI callable returned without completing handshake." ERROR line.
+
+    Why: uvicorn's websockets-sansio protocol logs it after every handshake the app refuses with an HTTP denial
+    response (401, 403, 503), although the refusal completed as the ASGI spec intends. The app logs each refusal
+    itself, with its reason; an ERROR line per refused client would bury real errors and alarm operators.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "ASGI callable returned without completing handshake."
+
+
 def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
@@ -70,4 +82,5 @@ def serve(
         timeout_graceful_shutdown=5,
     )
     log_redaction.install(log_redaction.known_secrets(required))  # after uvicorn made its handlers
+    logging.getLogger("uvicorn.error").addFilter(_DenialIsNotAnError())
     uvicorn.Server(config).run()

@@ -57,8 +57,16 @@ class _Pending:
     token: CancelToken = field(default_factory=CancelToken)
 
 
+STALLED_SEND_S = 5.0
+"""A send that waited this long before the connection broke means the client had stopped reading."""
+
+
 class _Gone(Exception):
     """The client went away while we were sending (or stopped reading until the connection was dropped)."""
+
+    def __init__(self, waited_s: float) -> None:
+        super().__init__(f"the send waited {waited_s:.1f} s")
+        self.waited_s = waited_s
 
 
 class WebSocketSession:
@@ -209,8 +217,13 @@ class WebSocketSession:
             return
         self._gone_logged = True
         waiting = len(self._pending) + (self._current is not None)
-        log.warning("session %s: the connection broke while sending (%s); the client stopped reading or went away "
-                    "with %d request(s) unanswered", self.key, gone.__cause__ or "no reason given", waiting)
+        if gone.waited_s >= STALLED_SEND_S:
+            log.warning("session %s: dropped a client that stopped reading: a send waited %.0f s for it, then the "
+                        "WebSocket layer closed the connection (keepalive ping timeout); %d request(s) unanswered",
+                        self.key, gone.waited_s, waiting)
+        else:
+            log.info("session %s: the client went away while being answered; %d request(s) unanswered", self.key,
+                     waiting)
 
     async def _watch_idle(self, timeout_s: float) -> None:
         """Close the session once it has had no message and no work for `timeout_s` (see the module docstring)."""
@@ -290,18 +303,20 @@ class WebSocketSession:
         async with self._send_lock:
             if about is not None and about.token.cancelled:
                 return False
+            started = time.monotonic()
             try:
                 await self._ws.send_text(encode_message(message))
             except (WebSocketDisconnect, RuntimeError, OSError) as exc:
-                raise _Gone from exc
+                raise _Gone(time.monotonic() - started) from exc
         return True
 
     async def _send_audio(self, data: bytes, about: _Pending) -> bool:
         async with self._send_lock:
             if about.token.cancelled:
                 return False
+            started = time.monotonic()
             try:
                 await self._ws.send_bytes(data)
             except (WebSocketDisconnect, RuntimeError, OSError) as exc:
-                raise _Gone from exc
+                raise _Gone(time.monotonic() - started) from exc
         return True

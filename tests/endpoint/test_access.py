@@ -304,4 +304,4 @@ async def test_refused_handshakes_log_no_error_traceback(locked: EndpointProcess
         await second.ping()
     await asyncio.sleep(0.5)
     lines = locked.log_text().splitlines()
-    assert not [line for line in lines if " ERROR " in line or line.startswith("Traceback")], locked.log_tail()
+    assert not [line for line in lines if "ERROR" in line or line.startswith("Traceback")], locked.log_tail()

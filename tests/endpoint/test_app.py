@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import select
-import socket
 import struct
 import time
 import wave
@@ -14,7 +12,7 @@ import httpx
 import pytest
 
 from tests.conftest import RunningServer
-from tests.endpoint.helpers import assert_whole_mp3_frames, mp3_duration_s
+from tests.endpoint.helpers import assert_whole_mp3_frames, mp3_duration_s, send_chunked_until_answered
 from voicecli.protocol import CONTENT_TYPES, DEFAULTS, SAMPLE_RATE
 
 pytestmark = pytest.mark.slow
@@ -126,33 +124,6 @@ def test_a_huge_integer_is_a_400_not_a_bare_500(server: RunningServer) -> None:
 def test_a_lone_surrogate_is_a_400_not_a_codec_500(server: RunningServer) -> None:
     response = httpx.post(f"{server.http_url}/invocations", content=b'{"text": "Hi \\ud800."}', timeout=30)
     assert response.status_code == 400 and response.json()["code"] == "invalid_utf8"
-
-
-def send_chunked_until_answered(port: int, total_bytes: int, chunk_bytes: int = 65_536) -> tuple[int, bytes]:
-    """POST /invocations with a chunked body of `total_bytes` (no Content-Length), sent over a raw socket, stopping
-    as soon as the server answers. Returns (bytes of body sent, the answer's first bytes)."""
-    chunk = f"{chunk_bytes:x}\r\n".encode() + b" " * chunk_bytes + b"\r\n"
-    sent = 0
-    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
-        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     b"Transfer-Encoding: chunked\r\n\r\n")
-        while sent < total_bytes:
-            if select.select([sock], [], [], 0)[0]:
-                break
-            try:
-                sock.sendall(chunk)
-            except OSError:  # the server answered and closed
-                break
-            sent += chunk_bytes
-        else:
-            sock.sendall(b"0\r\n\r\n")
-        answer = b""
-        while b"\r\n\r\n" not in answer or b"}" not in answer.split(b"\r\n\r\n", 1)[1]:  # a JSON error body
-            data = sock.recv(4096)
-            if not data:
-                break
-            answer += data
-        return sent, answer
 
 
 def test_a_chunked_body_over_the_limit_is_refused_while_it_arrives(server: RunningServer) -> None:
