@@ -95,6 +95,8 @@ class WebSocketSession:
         self._auto_ids = itertools.count(1)
         self.requests_done = 0
         self._gone_logged = False
+        self._sending_since: float | None = None
+        """When the send in progress began (None: no send in progress): how long a client has not been reading."""
 
     @property
     def key(self) -> str:
@@ -110,8 +112,10 @@ class WebSocketSession:
         try:
             await self._read()
         except _Gone as gone:
-            self._log_gone(gone)
+            self._log_gone(gone.waited_s)
         finally:
+            if self._sending_since is not None:  # the disconnect reached the reader first; the worker was stuck
+                self._log_gone(time.monotonic() - self._sending_since)
             for task in helpers:
                 task.cancel()
             for task in helpers:
@@ -207,20 +211,20 @@ class WebSocketSession:
                     self._last_activity = time.monotonic()
                 self.requests_done += 1
         except _Gone as gone:
-            self._log_gone(gone)
+            self._log_gone(gone.waited_s)
             return
 
-    def _log_gone(self, gone: _Gone) -> None:
+    def _log_gone(self, waited_s: float) -> None:
         """Say why a session ended while we were sending: a client that stopped reading is dropped by the
         WebSocket layer (keepalive ping timeout), and that deserves a line of its own, not silence."""
         if self._gone_logged:  # the reader and the worker may both see the same broken connection
             return
         self._gone_logged = True
         waiting = len(self._pending) + (self._current is not None)
-        if gone.waited_s >= STALLED_SEND_S:
+        if waited_s >= STALLED_SEND_S:
             log.warning("session %s: dropped a client that stopped reading: a send waited %.0f s for it, then the "
                         "WebSocket layer closed the connection (keepalive ping timeout); %d request(s) unanswered",
-                        self.key, gone.waited_s, waiting)
+                        self.key, waited_s, waiting)
         else:
             log.info("session %s: the client went away while being answered; %d request(s) unanswered", self.key,
                      waiting)
@@ -303,20 +307,24 @@ class WebSocketSession:
         async with self._send_lock:
             if about is not None and about.token.cancelled:
                 return False
-            started = time.monotonic()
+            self._sending_since = started = time.monotonic()
             try:
                 await self._ws.send_text(encode_message(message))
             except (WebSocketDisconnect, RuntimeError, OSError) as exc:
                 raise _Gone(time.monotonic() - started) from exc
+            finally:
+                self._sending_since = None
         return True
 
     async def _send_audio(self, data: bytes, about: _Pending) -> bool:
         async with self._send_lock:
             if about.token.cancelled:
                 return False
-            started = time.monotonic()
+            self._sending_since = started = time.monotonic()
             try:
                 await self._ws.send_bytes(data)
             except (WebSocketDisconnect, RuntimeError, OSError) as exc:
                 raise _Gone(time.monotonic() - started) from exc
+            finally:
+                self._sending_since = None
         return True
