@@ -5,7 +5,8 @@ at once; the worker answers synthesis requests one after another, in the order r
 requests never interleaves. All sends go through one lock, and a dropped request's audio is checked for
 under that lock, so after a `cancelled` frame no frame of a dropped request can follow.
 
-A client that stops reading is dropped once one send has waited SEND_TIMEOUT_S for it, with a WARNING that says so.
+A client that stops reading is dropped by the WebSocket layer for not answering its keepalive pings (uvicorn: 20 s
+interval, 20 s timeout); the session then logs a WARNING that says so, rather than ending in silence.
 
 A third task closes the session when it has been idle (no message received, nothing queued or being answered)
 for `Limits.idle_timeout_s`: an abandoned client must not hold one of the endpoint's few session slots forever.
@@ -61,10 +62,6 @@ class _Pending:
 
 STALLED_SEND_S = 5.0
 """A send that waited this long before the connection broke means the client had stopped reading."""
-SEND_TIMEOUT_S = 30.0
-"""A client that accepts no byte for this long is dropped. Why our own: the WebSocket layer's keepalive cannot
-drop it (its ping and close wait behind the unsent audio for ever), so the session would hold its slot and its
-queue while the client's socket sits with a zero window."""
 
 
 class _Gone(Exception):
@@ -102,8 +99,6 @@ class WebSocketSession:
         self.requests_done = 0
         self._gone_logged = False
         self._sending_since: float | None = None
-        self._reader: asyncio.Task[None] | None = None
-        self._stalled = False
         """When the send in progress began (None: no send in progress): how long a client has not been reading."""
 
     @property
@@ -117,16 +112,10 @@ class WebSocketSession:
         if self._limits.idle_timeout_s > 0:
             helpers.append(asyncio.create_task(self._watch_idle(self._limits.idle_timeout_s),
                                                name=f"{self.key}-idle"))
-        self._reader = asyncio.current_task()
         try:
             await self._read()
         except _Gone as gone:
             self._log_gone(gone.waited_s)
-        except asyncio.CancelledError:
-            if not self._stalled:
-                raise
-            if self._reader is not None:
-                self._reader.uncancel()  # our own cancellation (see _drop_stalled), not the server's
         finally:
             if self._sending_since is not None:  # the disconnect reached the reader first; the worker was stuck
                 self._log_gone(time.monotonic() - self._sending_since)
@@ -149,6 +138,7 @@ class WebSocketSession:
         while True:
             message = await self._ws.receive()
             if message["type"] == "websocket.disconnect":
+                self._log_disconnect(message.get("code"))
                 return
             self._last_activity = time.monotonic()
             data: str | bytes | None = message.get("bytes")
@@ -226,15 +216,17 @@ class WebSocketSession:
                 self.requests_done += 1
         except _Gone as gone:
             self._log_gone(gone.waited_s)
-            if gone.waited_s >= SEND_TIMEOUT_S:
-                self._drop_stalled()
             return
 
-    def _drop_stalled(self) -> None:
-        """End the session from the worker: the reader would otherwise wait for messages for ever."""
-        self._stalled = True
-        if self._reader is not None:
-            self._reader.cancel()
+    def _log_disconnect(self, code: int | None) -> None:
+        """Say why a session with work left ended: without a close frame (1005, 1006) the client either vanished
+        or stopped reading, and then the WebSocket layer dropped it for not answering its keepalive pings."""
+        waiting = len(self._pending) + (self._current is not None)
+        if waiting and code in (1005, 1006):
+            self._gone_logged = True
+            log.warning("session %s: connection lost without a close frame (code %s) with %d request(s) unanswered: "
+                        "the client went away, or stopped reading and was dropped for not answering keepalive "
+                        "pings", self.key, code, waiting)
 
     def _log_gone(self, waited_s: float) -> None:
         """Say why a session ended while we were sending: a client that stopped reading is dropped by the
@@ -244,8 +236,8 @@ class WebSocketSession:
         self._gone_logged = True
         waiting = len(self._pending) + (self._current is not None)
         if waited_s >= STALLED_SEND_S:
-            log.warning("session %s: dropped a client that stopped reading: a send waited %.0f s for it; %d "
-                        "request(s) unanswered", self.key, waited_s, waiting)
+            log.warning("session %s: dropped a client that stopped reading: a send waited %.0f s for it, then the "
+                        "connection was lost; %d request(s) unanswered", self.key, waited_s, waiting)
         else:
             log.info("session %s: the client went away while being answered; %d request(s) unanswered", self.key,
                      waiting)
@@ -330,8 +322,8 @@ class WebSocketSession:
                 return False
             self._sending_since = started = time.monotonic()
             try:
-                await asyncio.wait_for(self._ws.send_text(encode_message(message)), SEND_TIMEOUT_S)
-            except (WebSocketDisconnect, RuntimeError, OSError, TimeoutError) as exc:
+                await self._ws.send_text(encode_message(message))
+            except (WebSocketDisconnect, RuntimeError, OSError) as exc:
                 raise _Gone(time.monotonic() - started) from exc
             finally:
                 self._sending_since = None
@@ -343,8 +335,8 @@ class WebSocketSession:
                 return False
             self._sending_since = started = time.monotonic()
             try:
-                await asyncio.wait_for(self._ws.send_bytes(data), SEND_TIMEOUT_S)
-            except (WebSocketDisconnect, RuntimeError, OSError, TimeoutError) as exc:
+                await self._ws.send_bytes(data)
+            except (WebSocketDisconnect, RuntimeError, OSError) as exc:
                 raise _Gone(time.monotonic() - started) from exc
             finally:
                 self._sending_since = None
