@@ -6,9 +6,10 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.request_schema import request_objects, to_json
 from voicecli.protocol import (
     DEFAULTS,
     PCM_MAGIC,
@@ -33,7 +34,10 @@ from voicecli.protocol import (
     decode_pcm_frame,
     encode_message,
     encode_pcm_frame,
+    is_blank,
+    is_loopback_host,
     mp3_frame_length,
+    origin_is_loopback,
     parse_client_message,
     parse_invocation,
     parse_server_message,
@@ -213,8 +217,9 @@ def test_odd_pcm_payload_is_refused() -> None:
         encode_pcm_frame(b"\x01")
 
 
-@given(st.text(min_size=1, max_size=50).filter(str.strip), st.sampled_from(VOICES),
-       st.floats(min_value=0.5, max_value=2.0), st.one_of(st.none(), st.text(max_size=10), st.integers()))
+@given(st.text(min_size=1, max_size=50).filter(lambda text: not is_blank(text)), st.sampled_from(VOICES),
+       st.floats(min_value=0.5, max_value=2.0),
+       st.one_of(st.none(), st.text(max_size=10), st.integers(-(2**63), 2**63)))
 def test_any_valid_request_round_trips(text: str, voice: str, speed: float, request_id: str | int | None) -> None:
     request = SynthesisRequest(text, voice, speed, request_id)
     assert parse_client_message(encode_message(request), voices=VOICES) == request
@@ -226,3 +231,95 @@ def test_an_echoed_lone_surrogate_is_still_sendable_and_round_trips() -> None:
     text = encode_message(Error.from_protocol_error(error))
     text.encode("utf-8")  # raises if a surrogate slipped through
     assert parse_server_message(text).request_id == "a\udfffb"
+
+
+# ---------------------------------------------------------------------------------------------------- hardening
+# (issue 17: inputs an outside probe found that escaped the protocol's own errors)
+
+HUGE_INT = "9" * 5000
+
+
+@pytest.mark.parametrize("field", ["text", "voice", "speed", "request_id", "format", "sample_rate",
+                                   "request_timestamp", "type", "anything"])
+def test_an_integer_too_long_to_read_is_malformed_json_on_both_routes(field: str) -> None:
+    data = '{"text": "Hi.", "' + field + '": ' + HUGE_INT + "}"
+    assert error_of(data).code == ErrorCode.MALFORMED_JSON
+    with pytest.raises(ProtocolError) as caught:
+        parse_invocation(data.encode())
+    assert caught.value.code == ErrorCode.MALFORMED_JSON and "4300 digits" in caught.value.message
+
+
+def test_numbers_past_float_range_are_field_errors_not_overflows() -> None:
+    big = "9" * 400
+    assert error_of('{"text": "Hi.", "speed": ' + big + "}").code == ErrorCode.BAD_SPEED
+    assert error_of('{"text": "Hi.", "speed": -' + big + "}").code == ErrorCode.BAD_SPEED
+    assert error_of('{"text": "Hi.", "request_timestamp": ' + big + "}").code == ErrorCode.BAD_FIELD
+    assert error_of('{"text": "Hi.", "sample_rate": ' + big + "}").code == ErrorCode.UNSUPPORTED_SAMPLE_RATE
+    assert "..." in error_of('{"text": "Hi.", "speed": ' + big + "}").message  # quoted, cut short
+
+
+@pytest.mark.parametrize("text", ["\\ud800", "Hello \\udfff world", "\\udc80."])
+def test_a_lone_surrogate_in_text_is_invalid_text_on_both_routes(text: str) -> None:
+    data = '{"text": "' + text + '", "request_id": "s"}'
+    error = error_of(data)
+    assert (error.code, error.request_id) == (ErrorCode.INVALID_UTF8, "s") and "lone surrogate" in error.message
+    with pytest.raises(ProtocolError) as caught:
+        parse_invocation(data.encode())
+    assert caught.value.code == ErrorCode.INVALID_UTF8
+
+
+@pytest.mark.parametrize("text", ["\u200b", "\u200b\u200d\ufeff", " \x00\x1b ", "\u2028\u202e"])
+def test_text_of_only_invisible_characters_is_empty(text: str) -> None:
+    assert error_of(json.dumps({"text": text})).code == ErrorCode.EMPTY_TEXT
+    with pytest.raises(ProtocolError) as caught:
+        parse_invocation(json.dumps({"text": text}).encode())
+    assert caught.value.code == ErrorCode.EMPTY_TEXT
+
+
+def test_client_strings_are_quoted_cut_short_in_errors() -> None:
+    for obj in ({"type": "x" * 60_000}, {"text": "Hi.", "format": "y" * 60_000},
+                {"text": "Hi.", "voice": "z" * 60_000}, {"text": "Hi.", "sample_rate": "w" * 60_000}):
+        error = error_of(json.dumps(obj), limits=Limits(max_frame_bytes=1 << 20))
+        assert len(error.message) < 700, (error.code, len(error.message))  # the voice list is ~500 characters
+
+
+def test_a_request_id_is_at_most_128_characters() -> None:
+    assert parse({"text": "Hi.", "request_id": "r" * 128}).request_id == "r" * 128
+    error = error_of(json.dumps({"text": "Hi.", "request_id": "r" * 129}))
+    assert error.code == ErrorCode.BAD_FIELD and error.request_id is None
+    assert error_of(json.dumps({"text": "Hi.", "request_id": 10**130})).code == ErrorCode.BAD_FIELD
+
+
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("127.8.9.10", True), ("localhost", True), ("::1", True), ("[::1]", True),
+    ("LOCALHOST.", True), ("app.localhost", True), ("0.0.0.0", False), ("::", False), ("192.168.1.4", False),
+    ("example.com", False), ("localhost.example.com", False), ("", False),
+])
+def test_loopback_hosts(host: str, loopback: bool) -> None:
+    assert is_loopback_host(host) is loopback
+
+
+@pytest.mark.parametrize(("origin", "loopback"), [
+    ("http://localhost:3000", True), ("http://127.0.0.1:8080", True), ("https://[::1]", True),
+    ("http://evil.example", False), ("http://localhost.evil.example", False), ("null", False),
+    ("file://", False), ("http://127.0.0.1.evil.example", False), ("", False),
+])
+def test_loopback_origins(origin: str, loopback: bool) -> None:
+    assert origin_is_loopback(origin) is loopback
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), binary=st.booleans())
+def test_every_request_over_the_schema_is_a_message_or_a_protocol_error(data: st.DataObject, binary: bool) -> None:
+    """The property the endpoint's session relies on: validation never raises anything but ProtocolError, and
+    the error it produces always encodes into a sendable frame of reasonable size."""
+    http = data.draw(st.booleans())
+    frame = to_json(data.draw(request_objects(VOICES, http=http)))
+    try:
+        if http:
+            parse_invocation(frame.encode("utf-8", "surrogatepass"))
+        else:
+            parse_client_message(frame.encode() if binary else frame, voices=VOICES)
+    except ProtocolError as exc:
+        reply = encode_message(Error.from_protocol_error(exc))
+        assert len(reply.encode("utf-8")) < 1000, reply[:200]

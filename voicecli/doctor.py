@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from voicecli.config import Config
 from voicecli.models.install import status as model_status
+from voicecli.protocol import is_loopback_host
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,20 @@ def check_endpoint(config: Config, timeout_s: float = 2.0) -> Check:
                      "start it with `voicecli serve`" if not autostart else "")
 
 
+def check_exposure(config: Config) -> Check:
+    """Whether `voicecli serve` (and the autostarted server) would be open to the network without a token."""
+    host = config.get_str("endpoint.local.host")
+    if is_loopback_host(host):
+        return Check("endpoint exposure", True, f"the local server binds {host}: this machine only")
+    if config.get_str("endpoint.token"):
+        return Check("endpoint exposure", True, f"the local server binds {host}, beyond loopback; a bearer token "
+                     "is required")
+    return Check("endpoint exposure", False,
+                 f"the local server binds {host}, beyond loopback, with no token: anyone who can reach the port "
+                 "can use it", "set endpoint.token (or the environment variable VOICECLI_ENDPOINT__TOKEN), or "
+                 "endpoint.local.host = \"127.0.0.1\"")
+
+
 def check_aws(config: Config) -> Check:
     uses_aws = config.get_str("llm.backend") == "bedrock" or config.get_str("endpoint.target") == "sagemaker"
     try:
@@ -140,7 +155,8 @@ def check_sound_server() -> Check:
 def run_checks(config: Config) -> list[Check]:
     steps: list[Callable[[], Check | list[Check]]] = [
         check_python, check_packages, lambda: check_audio(config), lambda: check_models(config),
-        lambda: check_endpoint(config), lambda: check_aws(config), check_sound_server,
+        lambda: check_endpoint(config), lambda: check_exposure(config), lambda: check_aws(config),
+        check_sound_server,
     ]
     checks: list[Check] = []
     for step in steps:

@@ -16,11 +16,15 @@ Client -> server
   sample's shape ``{"text", "voice", "speed", "request_id"}`` (optionally ``"request_timestamp"``,
   ``"sample_rate"``) works as is. An explicit ``"type": "synthesize"`` is accepted too. Fields:
 
-  - ``text`` (string, required): not blank, at most ``max_text_chars`` characters (2000 by default).
+  - ``text`` (string, required): at most ``max_text_chars`` characters (2000 by default), not blank (made only of
+    whitespace, control or zero-width characters: ``empty_text``), and valid Unicode (a lone surrogate such as
+    the JSON escape ``\\ud800`` gets ``invalid_utf8``). Text with nothing speakable in it (only punctuation,
+    say) is answered normally, with no audio: ``synthesis_start``, then ``synthesis_complete`` with ``audio_s``
+    0 (over HTTP: an empty body, or a WAV header with no samples).
   - ``voice`` (string, default ``af_heart``): one of the server's voices (an error lists them).
   - ``speed`` (number, default 1.0): 0.5 to 2.0.
-  - ``request_id`` (string or integer, optional): echoed on every frame about this request. When absent the
-    server assigns one (a string) and tells it in ``synthesis_start``.
+  - ``request_id`` (string or integer, optional, at most 128 characters): echoed on every frame about this
+    request. When absent the server assigns one (a string) and tells it in ``synthesis_start``.
   - ``format`` (``"mp3"`` default, or ``"pcm16"``): the audio encoding of the binary frames.
   - ``request_timestamp`` (number or string, optional) and any unknown field: accepted and ignored.
   - ``sample_rate`` (integer, optional): if given it must be 24000, the only rate Kokoro produces.
@@ -57,7 +61,10 @@ fields.
 Frames that are not about the request being answered may arrive between its start and its terminal frame:
 
 * ``{"type": "error", "request_id", "code", "message"}`` for a rejected message is sent at once
-  (``request_id`` is the message's own when it could be read, else null). Codes: see ``ErrorCode``.
+  (``request_id`` is the message's own when it could be read, else null). Codes: see ``ErrorCode``. Every
+  message gets exactly one answer and no message, however malformed, closes the session or loses a request
+  already received (a message the server fails to read for a reason of its own gets ``internal_error``).
+  Messages quote what the client sent cut to about 40 characters.
 * ``{"type": "cancelled", "request_id", "dropped": [...]}`` answers a cancel at once. After it no frame of a
   dropped request follows (its audio stops mid-stream, on an MP3/PCM frame boundary; no synthesis_complete
   is sent for it).
@@ -84,9 +91,15 @@ Every limit is a server flag (``python -m voicecli_endpoint --help``); the defau
   1 MiB) are refused by the WebSocket layer itself (close code 1009).
 * ``max_queued_requests`` (``--max-queued-requests``, 64): synthesis requests of one session waiting behind the
   one being answered. One more is refused with an error frame ``queue_full``; the session stays open.
-* ``max_sessions`` (``--max-sessions``, 32): concurrent WebSocket sessions. One more is refused at the
-  handshake: HTTP 503 with JSON ``{"code": "too_many_sessions", "message"}`` (or close 1013, "try again
-  later", where denial responses are unsupported).
+* Browser safety: a server WITHOUT a token serves POST and the WebSocket only when the request carries no
+  ``Origin`` header (programs other than browsers send none) or a loopback one (``http://localhost:*``,
+  ``http://127.0.0.1:*``, ``http://[::1]:*``). Any other Origin gets HTTP 403 ``{"code": "forbidden_origin"}``:
+  a web page the user opens cannot drive their local server. Bound beyond loopback without a token, the server
+  logs a WARNING at start (and ``voicecli doctor`` reports it).
+* ``max_sessions`` (``--max-sessions``, 32): ONE concurrency budget shared by open WebSocket sessions and POST
+  requests being answered. A handshake or POST that finds it full is refused at once: HTTP 503 with
+  ``Retry-After: 5`` and JSON ``{"code": "too_many_sessions", "message"}`` (a WebSocket server without denial
+  responses closes with 1013, "try again later", instead).
 * ``idle_timeout_s`` (``--idle-timeout-s``, 300; 0 disables): a session that received no message for this long
   and has nothing queued or being synthesized is closed with code 1000 and reason ``idle_timeout: ...``. A
   client that wants to stay connected reconnects (voicecli's transport does so by itself).
@@ -101,14 +114,19 @@ forwards; wav is then a WAV header with unknown sizes followed by PCM16, mp3 is 
 raw little-endian samples (no framing). Part boundaries of a response stream are arbitrary: re-align MP3
 with ``mp3_frame_length``. Without streaming the whole audio comes back with headers
 ``X-Inference-Time-Ms``, ``X-RTF``, ``X-Audio-Seconds``, ``X-Queue-Wait-Ms``. Bad input: status 4xx with
-JSON ``{"code", "message"}``.
+JSON ``{"code", "message"}`` (the same codes as the WebSocket route; a body over ``max_frame_bytes`` gets 413
+``frame_too_large`` as soon as that many bytes arrived, chunked or not). When the client disconnects before the
+answer is complete, its synthesis stops (at most the piece being synthesized finishes).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
-import math
+import reprlib
 import struct
+import unicodedata
+import urllib.parse
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -146,6 +164,8 @@ class Limits:
     """Concurrent WebSocket sessions; more are refused at the handshake (too_many_sessions)."""
     idle_timeout_s: float = 300.0
     """A session with no message and no work for this long is closed (0: never)."""
+    max_request_id_chars: int = 128
+    """Longest request_id (its JSON text): it is echoed on every frame about the request, so it stays short."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +205,8 @@ class ErrorCode(StrEnum):
     SESSION_CLOSING = "session_closing"
     NOT_READY = "not_ready"
     SYNTHESIS_FAILED = "synthesis_failed"
+    FORBIDDEN_ORIGIN = "forbidden_origin"
+    INTERNAL_ERROR = "internal_error"
     # Raised by clients reading server frames:
     UNKNOWN_FRAME = "unknown_frame"
 
@@ -401,6 +423,10 @@ def _decode_object(data: str | bytes, limits: Limits) -> dict[str, Any]:
         value = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise ProtocolError(ErrorCode.MALFORMED_JSON, f"frame is not JSON: {exc}") from None
+    except ValueError:  # Python refuses integers of more than sys.get_int_max_str_digits() digits (4300)
+        raise ProtocolError(
+            ErrorCode.MALFORMED_JSON, "frame holds a number too long to read (an integer of over 4300 digits)"
+        ) from None
     if not isinstance(value, dict):
         raise ProtocolError(
             ErrorCode.NOT_AN_OBJECT, f"a message must be a JSON object, got {type(value).__name__}"
@@ -408,11 +434,41 @@ def _decode_object(data: str | bytes, limits: Limits) -> dict[str, Any]:
     return value
 
 
-def _request_id(obj: Mapping[str, Any]) -> RequestId | None:
+_SHOWN = reprlib.Repr(maxstring=40, maxlong=40, maxother=40, maxlevel=2, maxlist=3, maxdict=3)
+
+
+def shown(value: Any) -> str:
+    """A client-supplied value as quoted in an error message or a log line: its repr, cut to about 40 characters.
+
+    Why: error frames and logs quote what the client sent, and a client can send 64 KiB of it.
+    """
+    return _SHOWN.repr(value)
+
+
+def _request_id(obj: Mapping[str, Any], limits: Limits = DEFAULTS.limits) -> RequestId | None:
     value = obj.get("request_id")
-    if value is None or (isinstance(value, str | int) and not isinstance(value, bool)):
-        return value
-    raise ProtocolError(ErrorCode.BAD_FIELD, "request_id must be a string or an integer")
+    if value is None:
+        return None
+    if not isinstance(value, str | int) or isinstance(value, bool):
+        raise ProtocolError(ErrorCode.BAD_FIELD, "request_id must be a string or an integer")
+    if len(str(value)) > limits.max_request_id_chars:
+        raise ProtocolError(
+            ErrorCode.BAD_FIELD, f"request_id must be at most {limits.max_request_id_chars} characters long"
+        )
+    return value
+
+
+def _lone_surrogate(text: str) -> int:
+    """Index of the first lone surrogate in `text` (a JSON escape like \\ud800 makes one), or -1."""
+    for index, char in enumerate(text):
+        if "\ud800" <= char <= "\udfff":
+            return index
+    return -1
+
+
+def is_blank(text: str) -> bool:
+    """True when `text` has nothing visible: only whitespace, control and format (zero-width) characters."""
+    return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in text)
 
 
 def _text(obj: Mapping[str, Any], request_id: RequestId | None, limits: Limits) -> str:
@@ -421,12 +477,22 @@ def _text(obj: Mapping[str, Any], request_id: RequestId | None, limits: Limits) 
         raise ProtocolError(ErrorCode.EMPTY_TEXT, "text is missing", request_id)
     if not isinstance(text, str):
         raise ProtocolError(ErrorCode.BAD_FIELD, "text must be a string", request_id)
-    if not text.strip():
-        raise ProtocolError(ErrorCode.EMPTY_TEXT, "text is empty or only whitespace", request_id)
+    if is_blank(text):
+        raise ProtocolError(
+            ErrorCode.EMPTY_TEXT, "text is empty or only whitespace, control or zero-width characters", request_id
+        )
     if len(text) > limits.max_text_chars:
         raise ProtocolError(
             ErrorCode.TEXT_TOO_LONG,
             f"text has {len(text)} characters; the limit is {limits.max_text_chars}",
+            request_id,
+        )
+    surrogate = _lone_surrogate(text)
+    if surrogate >= 0:
+        raise ProtocolError(
+            ErrorCode.INVALID_UTF8,
+            f"text holds a lone surrogate (U+{ord(text[surrogate]):04X}) at character {surrogate}: that is not "
+            "Unicode text and has no UTF-8 encoding; send the text as UTF-8",
             request_id,
         )
     return text
@@ -441,7 +507,7 @@ def _voice(obj: Mapping[str, Any], request_id: RequestId | None, voices: Collect
     if voices is not None and voice not in voices:
         raise ProtocolError(
             ErrorCode.UNKNOWN_VOICE,
-            f"unknown voice {voice!r}; valid voices: {', '.join(sorted(voices))}",
+            f"unknown voice {shown(voice)}; valid voices: {', '.join(sorted(voices))}",
             request_id,
         )
     return voice
@@ -451,12 +517,13 @@ def _speed(obj: Mapping[str, Any], request_id: RequestId | None, limits: Limits)
     speed = obj.get("speed")
     if speed is None:
         return DEFAULTS.speed
-    if isinstance(speed, bool) or not isinstance(speed, int | float) or not math.isfinite(speed):
+    if isinstance(speed, bool) or not isinstance(speed, int | float):
         raise ProtocolError(ErrorCode.BAD_SPEED, "speed must be a number", request_id)
+    # Compared as given: an integer of hundreds of digits is out of range, not an OverflowError in float().
     if not limits.min_speed <= speed <= limits.max_speed:
         raise ProtocolError(
             ErrorCode.BAD_SPEED,
-            f"speed {speed} is outside {limits.min_speed}..{limits.max_speed}",
+            f"speed {shown(speed)} is outside {limits.min_speed}..{limits.max_speed}",
             request_id,
         )
     return float(speed)
@@ -472,7 +539,7 @@ def _format[F: str](
         if value == candidate:
             return candidate
     raise ProtocolError(
-        ErrorCode.UNKNOWN_FORMAT, f"unknown format {value!r}; valid formats: {', '.join(allowed)}", request_id
+        ErrorCode.UNKNOWN_FORMAT, f"unknown format {shown(value)}; valid formats: {', '.join(allowed)}", request_id
     )
 
 
@@ -482,7 +549,7 @@ def _sample_rate(obj: Mapping[str, Any], request_id: RequestId | None) -> int | 
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or value != SAMPLE_RATE:
         raise ProtocolError(
-            ErrorCode.UNSUPPORTED_SAMPLE_RATE, f"sample_rate must be {SAMPLE_RATE}, got {value!r}", request_id
+            ErrorCode.UNSUPPORTED_SAMPLE_RATE, f"sample_rate must be {SAMPLE_RATE}, got {shown(value)}", request_id
         )
     return SAMPLE_RATE
 
@@ -492,7 +559,10 @@ def _timestamp(obj: Mapping[str, Any], request_id: RequestId | None) -> float | 
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise ProtocolError(ErrorCode.BAD_FIELD, "request_timestamp is out of range", request_id) from None
     raise ProtocolError(ErrorCode.BAD_FIELD, "request_timestamp must be a number or a string", request_id)
 
 
@@ -504,7 +574,7 @@ _REQUEST_FIELDS = frozenset(
 def _synthesis_request(
     obj: Mapping[str, Any], voices: Collection[str] | None, limits: Limits
 ) -> SynthesisRequest:
-    request_id = _request_id(obj)
+    request_id = _request_id(obj, limits)
     return SynthesisRequest(
         text=_text(obj, request_id, limits),
         voice=_voice(obj, request_id, voices),
@@ -529,26 +599,26 @@ def parse_client_message(
     if kind is None:
         if "text" not in obj:
             raise ProtocolError(
-                ErrorCode.UNKNOWN_TYPE, "a message needs a 'type', or a 'text' to synthesize", _soft_id(obj)
+                ErrorCode.UNKNOWN_TYPE, "a message needs a 'type', or a 'text' to synthesize", _soft_id(obj, limits)
             )
         return _synthesis_request(obj, voices, limits)
     if kind == SynthesisRequest.TYPE:
         return _synthesis_request(obj, voices, limits)
     if kind == Cancel.TYPE:
-        return Cancel(request_id=_request_id(obj))
+        return Cancel(request_id=_request_id(obj, limits))
     if kind == Close.TYPE:
         return Close()
     raise ProtocolError(
         ErrorCode.UNKNOWN_TYPE,
-        f"unknown message type {kind!r}; valid types: {SynthesisRequest.TYPE}, {Cancel.TYPE}, {Close.TYPE}",
-        _soft_id(obj),
+        f"unknown message type {shown(kind)}; valid types: {SynthesisRequest.TYPE}, {Cancel.TYPE}, {Close.TYPE}",
+        _soft_id(obj, limits),
     )
 
 
-def _soft_id(obj: Mapping[str, Any]) -> RequestId | None:
+def _soft_id(obj: Mapping[str, Any], limits: Limits) -> RequestId | None:
     """The message's request_id for an error frame, or None when it has none worth echoing."""
     try:
-        return _request_id(obj)
+        return _request_id(obj, limits)
     except ProtocolError:
         return None
 
@@ -591,6 +661,30 @@ def parse_invocation(
         format=_format(obj, None, HTTP_AUDIO_FORMATS, DEFAULTS.http_format),
         stream=stream,
     )
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether `host` (a bind address, or the host of a URL) names this machine only: localhost, 127.0.0.0/8, ::1.
+
+    A server bound to anything else is reachable from the network; without a token it should say so loudly.
+    """
+    name = host.strip().strip("[]").rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def origin_is_loopback(origin: str) -> bool:
+    """Whether a browser's Origin header names a page served from this machine (http or https on a loopback host).
+
+    A token-less endpoint accepts only these (or no Origin at all: programs other than browsers send none), so a
+    web page the user happens to open cannot drive it from their browser.
+    """
+    parts = urllib.parse.urlsplit(origin.strip())
+    return parts.scheme in ("http", "https") and parts.hostname is not None and is_loopback_host(parts.hostname)
 
 
 CONTENT_TYPES: Final[dict[HttpAudioFormat, str]] = {

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from starlette.responses import JSONResponse
 
-from voicecli.protocol import ErrorCode
+from voicecli.protocol import ErrorCode, origin_is_loopback, shown
 
 TOKEN_ENV = "VOICECLI_ENDPOINT__TOKEN"
 """Environment variable holding the token: the client's `endpoint.token` override, so one variable sets both."""
@@ -48,9 +48,34 @@ def unauthorized_response() -> JSONResponse:
                         headers={"WWW-Authenticate": 'Bearer realm="voicecli"'})
 
 
+def origin_allowed(origin: str | None, token: str) -> bool:
+    """Browser safety: a token-less endpoint serves only requests with no Origin or a loopback Origin.
+
+    Why: browsers let any web page open a WebSocket or send a POST to 127.0.0.1; only the Origin header tells
+    such a request from one of the user's own programs. With a token the token is the guard (a page cannot
+    know it), so the Origin is not checked.
+    """
+    return bool(token) or origin is None or origin_is_loopback(origin)
+
+
+def forbidden_origin_response(origin: str) -> JSONResponse:
+    return JSONResponse(
+        {"code": str(ErrorCode.FORBIDDEN_ORIGIN),
+         "message": f"requests from the web page at {shown(origin)} are refused: this endpoint has no token, so it "
+                    "serves only programs on this machine (no Origin) and pages from a loopback address; "
+                    f"start it with a token ({TOKEN_ENV}) to serve others"},
+        status_code=403,
+    )
+
+
+RETRY_AFTER_S = 5
+"""What a refused client is told to wait (HTTP Retry-After) before trying again."""
+
+
 def too_many_sessions_response(limit: int) -> JSONResponse:
+    """503 for a WebSocket handshake or POST that finds the concurrency budget (see admission.py) full."""
     return JSONResponse(
         {"code": str(ErrorCode.TOO_MANY_SESSIONS),
-         "message": f"the endpoint already serves {limit} sessions, its limit; try again later"},
-        status_code=503, headers={"Retry-After": "5"},
+         "message": f"the endpoint already serves {limit} sessions and requests, its limit; try again later"},
+        status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)},
     )

@@ -8,7 +8,10 @@ Routes (declared once, in ROUTES):
   GET  /stats                              JSON counters for operators and tests.
 
 With a token configured, POST and the WebSocket require it; /ping and /stats stay open (health checks, and the
-counters reveal no request content). Limits and the token: voicecli.protocol, "Access control and limits".
+counters reveal no request content). Without a token they serve only requests with no Origin or a loopback Origin
+(a web page must not drive the user's local server). Open sessions and POSTs being answered share one concurrency
+budget (admission.py). A POST whose client goes away stops being synthesized. Limits and the token:
+voicecli.protocol, "Access control and limits".
 
 The model loads in the background after start-up so the port answers /ping (503) at once: SageMaker and the
 local client both poll /ping rather than wait on a silent socket.
@@ -22,7 +25,7 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from voicecli.protocol import (
@@ -46,12 +50,20 @@ from voicecli.protocol import (
     accept_requests_stream,
     encode_message,
     parse_invocation,
+    shown,
 )
-from voicecli_endpoint.access import bearer_matches, too_many_sessions_response, unauthorized_response
+from voicecli_endpoint.access import (
+    bearer_matches,
+    forbidden_origin_response,
+    origin_allowed,
+    too_many_sessions_response,
+    unauthorized_response,
+)
+from voicecli_endpoint.admission import Admission
 from voicecli_endpoint.audio_encoding import DEFAULT_MP3_KBPS, mp3_bytes, stream_encoder, to_pcm16, wav_bytes
 from voicecli_endpoint.chunking import ChunkPolicy
 from voicecli_endpoint.engines.base import Audio
-from voicecli_endpoint.scheduler import FairScheduler
+from voicecli_endpoint.scheduler import CancelToken, FairScheduler, JobDropped
 from voicecli_endpoint.session import WebSocketSession
 from voicecli_endpoint.sizing import Parallelism
 from voicecli_endpoint.synthesis import Synthesizer
@@ -92,16 +104,21 @@ class EndpointState:
     scheduler: FairScheduler = field(default_factory=FairScheduler)
     synthesizer: Synthesizer | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
+    admission: Admission = field(init=False)
     load_error: str | None = None
     started: float = field(default_factory=time.time)
     load_s: float | None = None
     parallelism: Parallelism | None = None
     warmup_s: float | None = None
-    active_sessions: int = 0
     http_requests: int = 0
+    http_abandoned: int = 0
+    """POSTs whose client went away before the answer was ready (their synthesis was stopped)."""
     refused_unauthorized: int = 0
-    refused_sessions: int = 0
+    refused_origin: int = 0
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def __post_init__(self) -> None:
+        self.admission = Admission(self.settings.limits.max_sessions)
 
     async def load(self) -> None:
         """Load G2P and the engine off the event loop, warm up, then mark ready (or record the failure)."""
@@ -187,10 +204,14 @@ async def stats(request: Request) -> Response:
         "warmup_s": state.warmup_s,
         "uptime_s": time.time() - state.started,
         "cpu_s": time.process_time(),
-        "active_sessions": state.active_sessions,
+        "active_sessions": state.admission.sessions,
+        "active_requests": state.admission.requests,
         "http_requests": state.http_requests,
+        "http_abandoned": state.http_abandoned,
         "refused_unauthorized": state.refused_unauthorized,
-        "refused_sessions": state.refused_sessions,
+        "refused_origin": state.refused_origin,
+        "refused_sessions": state.admission.refused_sessions,
+        "refused_requests": state.admission.refused_requests,
         "pieces_synthesized": 0 if synth is None else synth.pieces_synthesized,
         "scheduler": {
             "jobs_run": scheduler.stats.jobs_run,
@@ -212,55 +233,157 @@ async def _encode_whole(audio: Audio, fmt: str, mp3_kbps: int) -> bytes:
     return await asyncio.to_thread(to_pcm16, audio)
 
 
-async def _stream_body(state: EndpointState, synth: Synthesizer, key: str, inv: InvocationRequest
-                       ) -> AsyncIterator[bytes]:
-    encoder = stream_encoder(inv.format, http=True, mp3_kbps=state.settings.mp3_kbps)
+def _refusal(state: EndpointState, headers: Mapping[str, str]) -> JSONResponse | None:
+    """The response refusing a POST or WebSocket handshake on access grounds (token, then Origin), or None."""
+    settings = state.settings
+    if not bearer_matches(headers.get("authorization"), settings.token):
+        state.refused_unauthorized += 1
+        return unauthorized_response()
+    origin = headers.get("origin")
+    if not origin_allowed(origin, settings.token):
+        state.refused_origin += 1
+        return forbidden_origin_response(origin or "")
+    return None
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with frame_too_large as soon as it passes `limit` bytes.
+
+    Why while it streams in: a chunked body declares no length, and reading it whole first let one client push
+    hundreds of megabytes into the server's memory before being told no.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ProtocolError(ErrorCode.FRAME_TOO_LARGE, f"body of {declared} bytes exceeds the limit of {limit}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ProtocolError(ErrorCode.FRAME_TOO_LARGE, f"body exceeds the limit of {limit} bytes")
+    return bytes(body)
+
+
+@contextlib.asynccontextmanager
+async def _cancel_on_disconnect(receive: Receive, scheduler: FairScheduler, key: str,
+                                token: CancelToken) -> AsyncIterator[None]:
+    """While the block runs, a client that disconnects cancels `token` and frees its queued jobs at once.
+
+    Call after the body was read: from then on the server's `receive` only ever reports the disconnect.
+    """
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        token.cancel()
+        scheduler.drop_cancelled(key)
+
+    watcher = asyncio.create_task(watch(), name=f"{key}-disconnect")
     try:
-        async for piece in synth.stream(key, inv.text, inv.voice, inv.speed):
-            for data in await asyncio.to_thread(encoder.encode, piece.audio):
-                yield data
-        for data in encoder.flush():
-            yield data
+        yield
     finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+
+
+async def _stream_body(state: EndpointState, synth: Synthesizer, key: str, inv: InvocationRequest,
+                       receive: Receive) -> AsyncIterator[bytes]:
+    encoder = stream_encoder(inv.format, http=True, mp3_kbps=state.settings.mp3_kbps)
+    token = CancelToken()
+    finished = False
+    try:
+        async with _cancel_on_disconnect(receive, state.scheduler, key, token):
+            async for piece in synth.stream(key, inv.text, inv.voice, inv.speed, token):
+                for data in await asyncio.to_thread(encoder.encode, piece.audio):
+                    yield data
+            for data in encoder.flush():
+                yield data
+        finished = True
+    except JobDropped:  # our disconnect watcher cancelled the token (else Starlette cancels this generator)
+        pass
+    finally:
+        token.cancel()
         state.scheduler.drop_session(key)
+        if not finished:
+            _abandoned(state, key)
+
+
+def _abandoned(state: EndpointState, key: str) -> None:
+    state.http_abandoned += 1
+    log.info("POST %s: the client went away before the answer was complete; its synthesis was stopped", key)
+
+
+class _HoldingSlot(Response):
+    """Sends `inner`, then gives the request's admission slot back: a streamed answer holds its slot until its
+    last byte, and the slot is freed even when the stream never started (client gone before the first byte)."""
+
+    def __init__(self, inner: Response, release: Callable[[], None]) -> None:
+        self.inner = inner
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.inner(scope, receive, send)
+        finally:
+            self.release()
 
 
 async def invocations(request: Request) -> Response:
     state = _state(request.app)
-    if not bearer_matches(request.headers.get("authorization"), state.settings.token):
-        state.refused_unauthorized += 1
-        return unauthorized_response()
+    refusal = _refusal(state, request.headers)
+    if refusal is not None:
+        return refusal
     synth = state.synthesizer
     if synth is None:
         return _error_response(ErrorCode.NOT_READY, state.load_error or "the model is still loading", 503)
-    limits = state.settings.limits
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limits.max_frame_bytes:
-        return _error_response(ErrorCode.FRAME_TOO_LARGE,
-                               f"body of {declared} bytes exceeds the limit of {limits.max_frame_bytes}", 413)
-    body = await request.body()
+    admission = state.admission
+    if not admission.try_enter("request"):
+        log.warning("refused a POST: %d sessions and requests already being served (limit %d)", admission.in_use,
+                    admission.limit)
+        return too_many_sessions_response(admission.limit)
     try:
-        inv = parse_invocation(body, voices=synth.voices, limits=limits)
+        response = await _invocation(request, state, synth)
+    except BaseException:
+        admission.leave("request")
+        raise
+    return _HoldingSlot(response, lambda: admission.leave("request"))
+
+
+async def _invocation(request: Request, state: EndpointState, synth: Synthesizer) -> Response:
+    limits = state.settings.limits
+    try:
+        inv = parse_invocation(await _read_body(request, limits.max_frame_bytes), voices=synth.voices,
+                               limits=limits)
     except ProtocolError as exc:
         return _error_response(exc.code, exc.message, 413 if exc.code == ErrorCode.FRAME_TOO_LARGE else 400)
+    except Exception:  # a bug in validation: a typed answer, never a bare 500 page
+        log.exception("POST /invocations: validating the body failed")
+        return _error_response(ErrorCode.INTERNAL_ERROR, "the server failed to read this request (a bug, logged "
+                               "on the server)", 500)
     state.http_requests += 1
     key = state.next_key("http")
     media_type = CONTENT_TYPES[inv.format]
     if inv.stream or accept_requests_stream(request.headers.get("accept")):
-        return StreamingResponse(_stream_body(state, synth, key, inv), media_type=media_type,
+        return StreamingResponse(_stream_body(state, synth, key, inv, request.receive), media_type=media_type,
                                  headers={"X-Sample-Rate": str(SAMPLE_RATE)})
     started = time.perf_counter()
     pieces: list[Audio] = []
     synthesis_s = queue_s = 0.0
+    token = CancelToken()
     try:
-        async for piece in synth.stream(key, inv.text, inv.voice, inv.speed):
-            pieces.append(piece.audio)
-            synthesis_s += piece.synthesis_s
-            queue_s += piece.queue_wait_s
+        async with _cancel_on_disconnect(request.receive, state.scheduler, key, token):
+            async for piece in synth.stream(key, inv.text, inv.voice, inv.speed, token):
+                pieces.append(piece.audio)
+                synthesis_s += piece.synthesis_s
+                queue_s += piece.queue_wait_s
+    except JobDropped:
+        _abandoned(state, key)
+        return Response(status_code=499)  # nobody reads it: the connection is gone
     except Exception as exc:
         log.exception("POST /invocations: synthesis failed")
         return _error_response(ErrorCode.SYNTHESIS_FAILED, f"synthesis failed: {exc}", 500)
     finally:
+        token.cancel()
         state.scheduler.drop_session(key)
     audio: Audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
     data = await _encode_whole(audio, inv.format, state.settings.mp3_kbps)
@@ -288,19 +411,23 @@ async def _refuse_handshake(websocket: WebSocket, response: JSONResponse, close_
 async def bidirectional_stream(websocket: WebSocket) -> None:
     state = _state(websocket.app)
     settings = state.settings
-    if not bearer_matches(websocket.headers.get("authorization"), settings.token):
-        state.refused_unauthorized += 1
-        log.info("refused a WebSocket handshake: missing or wrong bearer token")
-        await _refuse_handshake(websocket, unauthorized_response(), 1008, "unauthorized: bearer token required")
+    refusal = _refusal(state, websocket.headers)
+    if refusal is not None:
+        if refusal.status_code == 401:
+            log.info("refused a WebSocket handshake: missing or wrong bearer token")
+            await _refuse_handshake(websocket, refusal, 1008, "unauthorized: bearer token required")
+        else:
+            log.warning("refused a WebSocket handshake from the web page at %s: no token, and not a loopback "
+                        "Origin", shown(websocket.headers.get("origin")))
+            await _refuse_handshake(websocket, refusal, 1008, "forbidden_origin: not a loopback Origin")
         return
-    limit = settings.limits.max_sessions
-    if state.active_sessions >= limit:
-        state.refused_sessions += 1
-        log.warning("refused a WebSocket session: %d sessions already open (limit %d)", state.active_sessions, limit)
-        await _refuse_handshake(websocket, too_many_sessions_response(limit), 1013,
-                                f"too_many_sessions: {limit} sessions already open; try again later")
+    admission = state.admission
+    if not admission.try_enter("session"):  # before the first await: concurrent handshakes cannot overshoot
+        log.warning("refused a WebSocket session: %d sessions and requests already being served (limit %d)",
+                    admission.in_use, admission.limit)
+        await _refuse_handshake(websocket, too_many_sessions_response(admission.limit), 1013,
+                                f"too_many_sessions: {admission.limit} already being served; try again later")
         return
-    state.active_sessions += 1  # counted before the first await, so concurrent handshakes cannot overshoot
     try:
         await websocket.accept()
         await state.ready.wait()
@@ -314,7 +441,7 @@ async def bidirectional_stream(websocket: WebSocket) -> None:
         session = WebSocketSession(websocket, synth, limits=settings.limits, mp3_kbps=settings.mp3_kbps)
         await session.run()
     finally:
-        state.active_sessions -= 1
+        admission.leave("session")
 
 
 ROUTES: list[BaseRoute] = [

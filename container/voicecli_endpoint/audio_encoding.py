@@ -78,15 +78,25 @@ class Mp3StreamEncoder:
         self._lame.set_quality(quality)  # 2 best .. 7 fastest; 5 is lame's default trade-off
         self._pending = b""
         self._max = max_message_bytes
+        self._started = False
 
     def _emit(self, data: bytes) -> list[bytes]:
         frames, self._pending = split_mp3_frames(self._pending + data)
         return _group(frames, self._max)
 
     def encode(self, audio: Audio) -> list[bytes]:
-        return self._emit(bytes(self._lame.encode(to_pcm16(audio))))
+        pcm = to_pcm16(audio)
+        if not pcm:
+            return []
+        self._started = True
+        return self._emit(bytes(self._lame.encode(pcm)))
 
     def flush(self) -> list[bytes]:
+        """The tail of the stream. A stream that never received a sample is empty: lame refuses to flush
+        before it has encoded anything ("Not currently encoding"), and text with nothing speakable in it
+        (only punctuation, say) makes no audio at all."""
+        if not self._started:
+            return []
         messages = self._emit(bytes(self._lame.flush()))
         if self._pending:
             raise ValueError(f"lame left {len(self._pending)} bytes that are not a whole MP3 frame")

@@ -5,15 +5,36 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from voicecli.protocol import DEFAULTS, Limits
+from voicecli.protocol import DEFAULTS, Limits, is_loopback_host
 from voicecli_endpoint import log_redaction
-from voicecli_endpoint.access import token_from_environment
+from voicecli_endpoint.access import TOKEN_ENV, token_from_environment
 from voicecli_endpoint.app import EndpointSettings, create_app
 
 DEFAULT_HOST = "127.0.0.1"
 """Loopback by default: a local endpoint stays off the network. The container passes 0.0.0.0."""
 DEFAULT_PORT = 8080
 """The SageMaker container contract's port."""
+
+
+def exposure_warning(host: str, token: str) -> str | None:
+    """The warning to log when the server is reachable beyond this machine and anyone reaching it may use it."""
+    if token or is_loopback_host(host):
+        return None
+    return (f"bound to {host}, beyond loopback, with NO bearer token: anyone who can reach this port can use the "
+            f"endpoint. Set a token ({TOKEN_ENV}) or bind to {DEFAULT_HOST} (fine behind SageMaker, which "
+            "authenticates callers itself)")
+
+
+class _DenialIsNotAnError(logging.Filter):
+    """Drops uvicorn's "ASGI callable returned without completing handshake." ERROR line.
+
+    Why: uvicorn's websockets-sansio protocol logs it after every handshake the app refuses with an HTTP denial
+    response (401, 403, 503), although the refusal completed as the ASGI spec intends. The app logs each refusal
+    itself, with its reason; an ERROR line per refused client would bury real errors and alarm operators.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "ASGI callable returned without completing handshake."
 
 
 def serve(
@@ -43,7 +64,11 @@ def serve(
     required = token_from_environment() if token is None else token.strip()
     settings = EndpointSettings(engine=engine, models_dir=models_dir, workers=workers, threads=threads,
                                 limits=limits, token=required)
-    logging.getLogger(__name__).info(
+    log = logging.getLogger(__name__)
+    warning = exposure_warning(host, required)
+    if warning is not None:
+        log.warning(warning)
+    log.info(
         "serving on %s:%d; bearer token %s; limits: %d sessions, %d queued requests per session, idle timeout %s",
         host, port, "required" if required else "not required", max_sessions, max_queued_requests,
         f"{idle_timeout_s:g} s" if idle_timeout_s > 0 else "off")
@@ -59,4 +84,5 @@ def serve(
         timeout_graceful_shutdown=5,
     )
     log_redaction.install(log_redaction.known_secrets(required))  # after uvicorn made its handlers
+    logging.getLogger("uvicorn.error").addFilter(_DenialIsNotAnError())
     uvicorn.Server(config).run()

@@ -9,6 +9,9 @@ Each session keeps its listener's `Playout` (the audio sent ahead of real time) 
 while nothing is queued, being answered or still playing as the start of a turn: the scheduler serves the first
 piece of a turn first, then the session whose listener is closest to running dry.
 
+A client that stops reading is dropped by the WebSocket layer for not answering its keepalive pings (uvicorn: 20 s
+interval, 20 s timeout); the session then logs a WARNING that says so, rather than ending in silence.
+
 A third task closes the session when it has been idle (no message received, nothing queued or being answered)
 for `Limits.idle_timeout_s`: an abandoned client must not hold one of the endpoint's few session slots forever.
 """
@@ -64,8 +67,16 @@ class _Pending:
     token: CancelToken = field(default_factory=CancelToken)
 
 
+STALLED_SEND_S = 5.0
+"""A send that waited this long before the connection broke means the client had stopped reading."""
+
+
 class _Gone(Exception):
-    """The client went away while we were sending."""
+    """The client went away while we were sending (or stopped reading until the connection was dropped)."""
+
+    def __init__(self, waited_s: float) -> None:
+        super().__init__(f"the send waited {waited_s:.1f} s")
+        self.waited_s = waited_s
 
 
 class WebSocketSession:
@@ -95,6 +106,9 @@ class WebSocketSession:
         self.playout = Playout()
         """The listener's position, on the scheduler's clock (time.monotonic)."""
         self.requests_done = 0
+        self._gone_logged = False
+        self._sending_since: float | None = None
+        """When the send in progress began (None: no send in progress): how long a client has not been reading."""
 
     @property
     def key(self) -> str:
@@ -109,9 +123,11 @@ class WebSocketSession:
                                                name=f"{self.key}-idle"))
         try:
             await self._read()
-        except _Gone:
-            pass
+        except _Gone as gone:
+            self._log_gone(gone.waited_s)
         finally:
+            if self._sending_since is not None:  # the disconnect reached the reader first; the worker was stuck
+                self._log_gone(time.monotonic() - self._sending_since)
             for task in helpers:
                 task.cancel()
             for task in helpers:
@@ -131,6 +147,7 @@ class WebSocketSession:
         while True:
             message = await self._ws.receive()
             if message["type"] == "websocket.disconnect":
+                self._log_disconnect(message.get("code"))
                 return
             self._last_activity = time.monotonic()
             data: str | bytes | None = message.get("bytes")
@@ -143,6 +160,11 @@ class WebSocketSession:
             except ProtocolError as exc:
                 log.info("session %s: rejected message: %s", self.key, exc)
                 await self._send(Error.from_protocol_error(exc))
+                continue
+            except Exception:  # a bug in validation must cost one error frame, never the session and its queue
+                log.exception("session %s: validating a message failed", self.key)
+                await self._send(Error(ErrorCode.INTERNAL_ERROR, "the server failed to read this message (a bug, "
+                                       "logged on the server); the session goes on"))
                 continue
             await self._dispatch(parsed)
 
@@ -202,8 +224,33 @@ class WebSocketSession:
                     self._current = None
                     self._last_activity = time.monotonic()
                 self.requests_done += 1
-        except _Gone:
+        except _Gone as gone:
+            self._log_gone(gone.waited_s)
             return
+
+    def _log_disconnect(self, code: int | None) -> None:
+        """Say why a session with work left ended: without a close frame (1005, 1006) the client either vanished
+        or stopped reading, and then the WebSocket layer dropped it for not answering its keepalive pings."""
+        waiting = len(self._pending) + (self._current is not None)
+        if waiting and code in (1005, 1006):
+            self._gone_logged = True
+            log.warning("session %s: connection lost without a close frame (code %s) with %d request(s) unanswered: "
+                        "the client went away, or stopped reading and was dropped for not answering keepalive "
+                        "pings", self.key, code, waiting)
+
+    def _log_gone(self, waited_s: float) -> None:
+        """Say why a session ended while we were sending: a client that stopped reading is dropped by the
+        WebSocket layer (keepalive ping timeout), and that deserves a line of its own, not silence."""
+        if self._gone_logged:  # the reader and the worker may both see the same broken connection
+            return
+        self._gone_logged = True
+        waiting = len(self._pending) + (self._current is not None)
+        if waited_s >= STALLED_SEND_S:
+            log.warning("session %s: dropped a client that stopped reading: a send waited %.0f s for it, then the "
+                        "connection was lost; %d request(s) unanswered", self.key, waited_s, waiting)
+        else:
+            log.info("session %s: the client went away while being answered; %d request(s) unanswered", self.key,
+                     waiting)
 
     async def _watch_idle(self, timeout_s: float) -> None:
         """Close the session once it has had no message and no work for `timeout_s` (see the module docstring)."""
@@ -285,18 +332,24 @@ class WebSocketSession:
         async with self._send_lock:
             if about is not None and about.token.cancelled:
                 return False
+            self._sending_since = started = time.monotonic()
             try:
                 await self._ws.send_text(encode_message(message))
             except (WebSocketDisconnect, RuntimeError, OSError) as exc:
-                raise _Gone from exc
+                raise _Gone(time.monotonic() - started) from exc
+            finally:
+                self._sending_since = None
         return True
 
     async def _send_audio(self, data: bytes, about: _Pending) -> bool:
         async with self._send_lock:
             if about.token.cancelled:
                 return False
+            self._sending_since = started = time.monotonic()
             try:
                 await self._ws.send_bytes(data)
             except (WebSocketDisconnect, RuntimeError, OSError) as exc:
-                raise _Gone from exc
+                raise _Gone(time.monotonic() - started) from exc
+            finally:
+                self._sending_since = None
         return True

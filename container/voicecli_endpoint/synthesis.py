@@ -109,5 +109,6 @@ class Synthesizer:
             audio = trim_silence(done.value, SAMPLE_RATE)
             yield Piece(audio, index, phonemes, done.queue_wait_s + extra_wait, done.run_s + extra_run)
             extra_wait = extra_run = 0.0
-        if not prepared.value:
-            log.info("nothing speakable in %r", text[:80])
+        if not prepared.value:  # the user's words are theirs: their text is logged at DEBUG only
+            log.info("a text of %d characters has nothing speakable: the answer holds no audio", len(text))
+            log.debug("nothing speakable in %r", text[:80])

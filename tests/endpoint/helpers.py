@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import select
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -119,3 +121,30 @@ def mp3_duration_s(parts: Sequence[bytes]) -> float:
     decoded = miniaudio.decode(b"".join(parts), output_format=miniaudio.SampleFormat.SIGNED16, nchannels=1,
                                sample_rate=SAMPLE_RATE)
     return float(decoded.num_frames) / SAMPLE_RATE
+
+
+def send_chunked_until_answered(port: int, total_bytes: int, chunk_bytes: int = 65_536) -> tuple[int, bytes]:
+    """POST /invocations with a chunked body of `total_bytes` (no Content-Length), sent over a raw socket, stopping
+    as soon as the server answers. Returns (bytes of body sent, the answer's first bytes)."""
+    chunk = f"{chunk_bytes:x}\r\n".encode() + b" " * chunk_bytes + b"\r\n"
+    sent = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(b"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        while sent < total_bytes:
+            if select.select([sock], [], [], 0)[0]:
+                break
+            try:
+                sock.sendall(chunk)
+            except OSError:  # the server answered and closed
+                break
+            sent += chunk_bytes
+        else:
+            sock.sendall(b"0\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer or b"}" not in answer.split(b"\r\n\r\n", 1)[1]:  # a JSON error body
+            data = sock.recv(4096)
+            if not data:
+                break
+            answer += data
+        return sent, answer

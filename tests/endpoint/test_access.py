@@ -18,10 +18,12 @@ import httpx
 import pytest
 from voicecli_endpoint.access import bearer_matches
 from voicecli_endpoint.log_redaction import REDACTED, redact
+from voicecli_endpoint.server import exposure_warning
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.typing import Origin
 
-from tests.conftest import _free_port
+from tests.conftest import RunningServer, _free_port
 from tests.endpoint.helpers import next_control, read_answers, send_json
 from tests.endpoint_process import EndpointProcess
 from voicecli.protocol import ErrorCode, SynthesisStart
@@ -229,3 +231,77 @@ async def test_client_reopens_an_idle_closed_session_only_when_needed(locked: En
         assert event.request_id == "after-idle" and transport.reconnects == 1
     finally:
         await transport.aclose()
+
+
+# ---------------------------------------------------------------------------------------------------- hardening
+# (issue 17: one concurrency budget for sessions and POSTs; browser safety; quiet, clear logs)
+
+
+def test_open_sessions_and_posts_share_one_budget_answered_with_503_and_retry_after(locked: EndpointProcess) -> None:
+    """Before the fix POSTs had no limit at all: forty concurrent ones were all queued."""
+
+    async def scenario() -> None:
+        async with session(locked) as first, session(locked) as second:
+            response = httpx.post(f"{locked.http_url}/invocations", json={"text": "Hi."}, headers=AUTH, timeout=60)
+            assert response.status_code == 503 and response.headers["retry-after"] == "5"
+            assert response.json()["code"] == ErrorCode.TOO_MANY_SESSIONS
+            await first.ping()
+            await second.ping()
+        # One session and one long POST fill the budget of two: a handshake is refused meanwhile.
+        async with session(locked), httpx.AsyncClient(timeout=120) as client:
+            text = " ".join(["A long sentence that keeps this request busy for a while."] * 6)
+            post = asyncio.create_task(client.post(f"{locked.http_url}/invocations", json={"text": text},
+                                                   headers=AUTH))
+            for _ in range(200):
+                if (await client.get(f"{locked.http_url}/stats")).json()["active_requests"] == 1:
+                    break
+                await asyncio.sleep(0.05)
+            error = await refused(locked, AUTH)
+            assert error.response.status_code == 503
+            assert (await post).status_code == 200
+        stats = httpx.get(f"{locked.http_url}/stats", timeout=10).json()
+        assert stats["refused_requests"] >= 1 and stats["active_requests"] == 0
+
+    asyncio.run(scenario())
+
+
+EVIL_ORIGIN = "http://attacker.example"
+
+
+async def test_a_token_less_server_refuses_web_pages_from_elsewhere(server: RunningServer) -> None:
+    """Before the fix any web page could drive a token-less local endpoint from the user's browser."""
+    with pytest.raises(InvalidStatus) as info:
+        async with connect(server.ws_url, origin=Origin(EVIL_ORIGIN)):
+            pass
+    assert info.value.response.status_code == 403
+    assert json.loads(bytes(info.value.response.body))["code"] == ErrorCode.FORBIDDEN_ORIGIN
+    response = httpx.post(f"{server.http_url}/invocations", json={"text": "Hi."}, headers={"Origin": EVIL_ORIGIN},
+                          timeout=60)
+    assert response.status_code == 403 and response.json()["code"] == ErrorCode.FORBIDDEN_ORIGIN
+    async with connect(server.ws_url, origin=Origin("http://localhost:5173")) as ws:  # a page of this machine
+        await ws.ping()
+    async with connect(server.ws_url) as ws:  # a program: no Origin at all
+        await ws.ping()
+
+
+async def test_with_a_token_the_origin_is_not_checked(locked: EndpointProcess) -> None:
+    async with connect(ws_url(locked), additional_headers=AUTH, origin=Origin(EVIL_ORIGIN)) as ws:
+        await ws.ping()
+
+
+def test_a_token_less_bind_beyond_loopback_warns() -> None:
+    assert exposure_warning("127.0.0.1", "") is None and exposure_warning("localhost", "") is None
+    assert exposure_warning("0.0.0.0", "secret-token") is None
+    warning = exposure_warning("0.0.0.0", "")
+    assert warning is not None and "NO bearer token" in warning and "VOICECLI_ENDPOINT__TOKEN" in warning
+
+
+async def test_refused_handshakes_log_no_error_traceback(locked: EndpointProcess) -> None:
+    await refused(locked, {"Authorization": "Bearer not-the-token-9x"})
+    async with session(locked) as first, session(locked) as second:
+        await refused(locked, AUTH)
+        await first.ping()
+        await second.ping()
+    await asyncio.sleep(0.5)
+    lines = locked.log_text().splitlines()
+    assert not [line for line in lines if "ERROR" in line or line.startswith("Traceback")], locked.log_tail()

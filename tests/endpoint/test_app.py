@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import io
 import struct
+import time
 import wave
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.conftest import RunningServer
-from tests.endpoint.helpers import assert_whole_mp3_frames, mp3_duration_s
+from tests.endpoint.helpers import assert_whole_mp3_frames, mp3_duration_s, send_chunked_until_answered
 from voicecli.protocol import CONTENT_TYPES, DEFAULTS, SAMPLE_RATE
 
 pytestmark = pytest.mark.slow
@@ -107,3 +109,84 @@ def test_malformed_and_oversized_bodies(server: RunningServer) -> None:
     assert malformed.status_code == 400 and malformed.json()["code"] == "malformed_json"
     huge = httpx.post(url, content=b" " * (DEFAULTS.limits.max_frame_bytes + 1), timeout=30)
     assert huge.status_code == 413 and huge.json()["code"] == "frame_too_large"
+
+
+# ---------------------------------------------------------------------------------------------------- hardening
+# (issue 17: what an outside probe of POST /invocations broke)
+
+
+def test_a_huge_integer_is_a_400_not_a_bare_500(server: RunningServer) -> None:
+    response = httpx.post(f"{server.http_url}/invocations", content=b'{"text": "Hi.", "speed": ' + b"9" * 5000 + b"}",
+                          timeout=30)
+    assert response.status_code == 400 and response.json()["code"] == "malformed_json"
+
+
+def test_a_lone_surrogate_is_a_400_not_a_codec_500(server: RunningServer) -> None:
+    response = httpx.post(f"{server.http_url}/invocations", content=b'{"text": "Hi \\ud800."}', timeout=30)
+    assert response.status_code == 400 and response.json()["code"] == "invalid_utf8"
+
+
+def test_a_chunked_body_over_the_limit_is_refused_while_it_arrives(server: RunningServer) -> None:
+    """No Content-Length: before the fix the whole body was read into memory first (see test_memory.py)."""
+    sent, answer = send_chunked_until_answered(server.port, 128 * 1024 * 1024)
+    assert answer.startswith(b"HTTP/1.1 413") and b"frame_too_large" in answer, answer[:200]
+    assert sent < 16 * 1024 * 1024, f"the server took {sent} bytes before refusing"
+    assert _post(server, BODY).status_code == 200
+
+
+@pytest.mark.parametrize("audio_format", ["wav", "mp3", "pcm16"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_text_with_nothing_speakable_is_an_empty_well_formed_answer(server: RunningServer, audio_format: str,
+                                                                   stream: bool) -> None:
+    """Before the fix mp3 gave a 500 (batch) or a 200 whose body was cut off (stream)."""
+    with httpx.stream("POST", f"{server.http_url}/invocations", timeout=120,
+                      json={"text": "?! ... (((", "format": audio_format, "stream": stream}) as response:
+        data = response.read()  # raises RemoteProtocolError when the chunked body is cut off
+    assert response.status_code == 200
+    if audio_format == "wav":
+        assert data[:4] == b"RIFF" and len(data) == 44  # a header, no samples
+    else:
+        assert data == b""
+
+
+def _stats(server: RunningServer) -> dict[str, Any]:
+    stats: dict[str, Any] = httpx.get(f"{server.http_url}/stats", timeout=30).json()
+    return stats
+
+
+def _pieces_settle(server: RunningServer, quiet_s: float = 4.0, timeout_s: float = 60.0) -> int:
+    """Wait until no piece has been synthesized for `quiet_s`; the count then. Fails if synthesis never stops."""
+    deadline = time.monotonic() + timeout_s
+    last = _stats(server)["pieces_synthesized"]
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = _stats(server)["pieces_synthesized"]
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return int(now)
+    raise AssertionError(f"synthesis still running {timeout_s:.0f} s after the client went away")
+
+
+LONG_TEXT = " ".join(f"This is sentence number {n} of a long text nobody will wait for." for n in range(1, 25))
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_post_whose_client_goes_away_stops_being_synthesized(server: RunningServer, stream: bool) -> None:
+    """Before the fix a batch POST went on synthesizing all its 24 sentences (~20 s) for nobody."""
+    before = _stats(server)
+    if stream:
+        with httpx.stream("POST", f"{server.http_url}/invocations", json={"text": LONG_TEXT, "stream": True},
+                          timeout=120) as response:
+            assert response.status_code == 200
+            next(response.iter_bytes())  # the first audio: then the client leaves, closing the connection
+    else:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{server.http_url}/invocations", json={"text": LONG_TEXT}, timeout=3.0)
+    # The connection is closed; the server notices and stops after at most the piece being synthesized.
+    after = _pieces_settle(server)
+    ran = after - before["pieces_synthesized"]
+    assert ran < 12, f"{ran} of 24 pieces were synthesized for a client that had gone"
+    stats = _stats(server)
+    assert stats["http_abandoned"] > before["http_abandoned"] and stats["active_requests"] == 0

@@ -242,3 +242,65 @@ async def test_two_sessions_are_served_fairly(server: RunningServer) -> None:
         long_answers = await long_done
     complete = long_answers.answers[0].complete
     assert isinstance(complete, SynthesisComplete) and complete.timings.chunks == 6
+
+
+# ---------------------------------------------------------------------------------------------------- hardening
+# (issue 17: messages an outside probe sent that cost a whole session, or that were answered badly)
+
+HUGE_INTEGER = "9" * 5000
+"""Past Python's 4300-digit int conversion limit: json.loads raises a plain ValueError for it."""
+
+
+@pytest.mark.parametrize("field", ["speed", "request_id", "request_timestamp"])
+async def test_a_huge_integer_costs_one_error_frame_not_the_session_and_its_queue(
+    server: RunningServer, field: str
+) -> None:
+    """Before the fix the connection dropped without a close frame and the queued requests were lost."""
+    async with connect(server.ws_url) as ws:
+        for name in ("before-1", "before-2"):
+            await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": name})
+        await ws.send('{"text": "Hi.", "' + field + '": ' + HUGE_INTEGER + "}")
+        await ws.send('{"text": "Hi.", "speed": ' + "9" * 400 + ', "request_id": "past-float-range"}')
+        await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": "after"})
+        received = await read_answers(ws, 3)
+    assert [a.request_id for a in received.answers] == ["before-1", "before-2", "after"]
+    assert all(a.complete is not None for a in received.answers)
+    codes = [(m.code, m.request_id) for m in received.others if isinstance(m, Error)]
+    assert codes == [(ErrorCode.MALFORMED_JSON, None), (ErrorCode.BAD_SPEED, "past-float-range")]
+
+
+async def test_a_lone_surrogate_in_text_gets_invalid_utf8(server: RunningServer) -> None:
+    async with connect(server.ws_url) as ws:
+        await ws.send('{"text": "Hi \\ud800 there.", "request_id": "sur"}')
+        error = await next_control(ws)
+        assert isinstance(error, Error) and (error.code, error.request_id) == (ErrorCode.INVALID_UTF8, "sur")
+        await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": "ok"})
+        assert (await read_answers(ws, 1)).answers[0].complete is not None
+
+
+@pytest.mark.parametrize("audio_format", ["mp3", "pcm16"])
+async def test_text_with_nothing_speakable_gets_an_empty_well_formed_answer(server: RunningServer,
+                                                                            audio_format: str) -> None:
+    """Before the fix mp3 answered synthesis_failed ("Not currently encoding"): lame flushed with no audio."""
+    async with connect(server.ws_url) as ws:
+        await send_json(ws, {"text": "?!... (((", "request_id": "quiet", "format": audio_format})
+        await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": "loud", "format": audio_format})
+        received = await read_answers(ws, 2)
+    quiet, loud = received.answers
+    assert quiet.error is None and quiet.complete is not None, quiet
+    assert quiet.audio == [] and quiet.complete.timings.audio_s == 0 and quiet.complete.timings.chunks == 0
+    assert loud.complete is not None and loud.audio
+
+
+async def test_client_strings_are_not_echoed_or_logged_in_full(server: RunningServer) -> None:
+    marker = "Q7zX" * 15_000  # 60 KB
+    async with connect(server.ws_url, max_size=None) as ws:
+        await send_json(ws, {"type": marker})
+        error = await next_control(ws)
+        assert isinstance(error, Error) and error.code == ErrorCode.UNKNOWN_TYPE
+        assert len(error.message) < 300
+        await send_json(ws, {"text": "Zyx... !!! ...", "request_id": "private"})  # nothing speakable
+        assert (await read_answers(ws, 1)).answers[0].complete is not None
+    log = server.log_path.read_text(errors="replace")
+    assert marker[:200] not in log
+    assert "Zyx" not in log  # the user's text is logged at DEBUG only; the server runs at INFO

@@ -1,0 +1,23 @@
+"""voicecli.doctor: the checks that need no hardware (the CLI test runs the whole report)."""
+
+from __future__ import annotations
+
+import pytest
+
+from voicecli.config import Config
+from voicecli.doctor import check_exposure, render
+
+
+@pytest.mark.parametrize(("env", "ok"), [
+    ({}, True),
+    ({"VOICECLI_ENDPOINT__LOCAL__HOST": "localhost"}, True),
+    ({"VOICECLI_ENDPOINT__LOCAL__HOST": "0.0.0.0", "VOICECLI_ENDPOINT__TOKEN": "a-long-token"}, True),
+    ({"VOICECLI_ENDPOINT__LOCAL__HOST": "0.0.0.0"}, False),
+    ({"VOICECLI_ENDPOINT__LOCAL__HOST": "192.168.1.20"}, False),
+])
+def test_a_server_bound_beyond_loopback_without_a_token_is_reported(env: dict[str, str], ok: bool) -> None:
+    check = check_exposure(Config.load(env=env, config_path=None))
+    assert check.ok is ok
+    if not ok:
+        report = render([check])
+        assert "[FAIL] endpoint exposure" in report and "no token" in report and "endpoint.token" in report
