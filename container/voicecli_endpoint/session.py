@@ -9,8 +9,11 @@ Each session keeps its listener's `Playout` (the audio sent ahead of real time) 
 while nothing is queued, being answered or still playing as the start of a turn: the scheduler serves the first
 piece of a turn first, then the session whose listener is closest to running dry.
 
-A client that stops reading is dropped by the WebSocket layer for not answering its keepalive pings (uvicorn: 20 s
-interval, 20 s timeout); the session then logs a WARNING that says so, rather than ending in silence.
+A client that stops reading is dropped once one send has waited SEND_TIMEOUT_S for it, with a WARNING that says so.
+The WebSocket layer's keepalive cannot be relied on for this: once the client's socket sits with a zero window, its
+ping and its close frame wait behind the unsent audio for ever (measured: three never-reading clients held their
+slots for 90 s and more once their buffers filled; they were dropped by the keepalive only while their buffers
+still had room).
 
 A third task closes the session when it has been idle (no message received, nothing queued or being answered)
 for `Limits.idle_timeout_s`: an abandoned client must not hold one of the endpoint's few session slots forever.
@@ -69,6 +72,8 @@ class _Pending:
 
 STALLED_SEND_S = 5.0
 """A send that waited this long before the connection broke means the client had stopped reading."""
+SEND_TIMEOUT_S = 30.0
+"""A client that accepts no byte for this long is dropped (see the module docstring)."""
 
 
 class _Gone(Exception):
@@ -107,6 +112,8 @@ class WebSocketSession:
         """The listener's position, on the scheduler's clock (time.monotonic)."""
         self.requests_done = 0
         self._gone_logged = False
+        self._reader: asyncio.Task[None] | None = None
+        self._stalled = False
         self._sending_since: float | None = None
         """When the send in progress began (None: no send in progress): how long a client has not been reading."""
 
@@ -121,10 +128,16 @@ class WebSocketSession:
         if self._limits.idle_timeout_s > 0:
             helpers.append(asyncio.create_task(self._watch_idle(self._limits.idle_timeout_s),
                                                name=f"{self.key}-idle"))
+        self._reader = asyncio.current_task()
         try:
             await self._read()
         except _Gone as gone:
             self._log_gone(gone.waited_s)
+        except asyncio.CancelledError:
+            if not self._stalled:
+                raise
+            if self._reader is not None:
+                self._reader.uncancel()  # our own cancellation (see _drop_stalled), not the server's
         finally:
             if self._sending_since is not None:  # the disconnect reached the reader first; the worker was stuck
                 self._log_gone(time.monotonic() - self._sending_since)
@@ -226,7 +239,15 @@ class WebSocketSession:
                 self.requests_done += 1
         except _Gone as gone:
             self._log_gone(gone.waited_s)
+            if gone.waited_s >= SEND_TIMEOUT_S:
+                self._drop_stalled()
             return
+
+    def _drop_stalled(self) -> None:
+        """End the session from the worker: the reader would otherwise wait for messages for ever."""
+        self._stalled = True
+        if self._reader is not None:
+            self._reader.cancel()
 
     def _log_disconnect(self, code: int | None) -> None:
         """Say why a session with work left ended: without a close frame (1005, 1006) the client either vanished
@@ -334,8 +355,8 @@ class WebSocketSession:
                 return False
             self._sending_since = started = time.monotonic()
             try:
-                await self._ws.send_text(encode_message(message))
-            except (WebSocketDisconnect, RuntimeError, OSError) as exc:
+                await asyncio.wait_for(self._ws.send_text(encode_message(message)), SEND_TIMEOUT_S)
+            except (WebSocketDisconnect, RuntimeError, OSError, TimeoutError) as exc:
                 raise _Gone(time.monotonic() - started) from exc
             finally:
                 self._sending_since = None
@@ -347,8 +368,8 @@ class WebSocketSession:
                 return False
             self._sending_since = started = time.monotonic()
             try:
-                await self._ws.send_bytes(data)
-            except (WebSocketDisconnect, RuntimeError, OSError) as exc:
+                await asyncio.wait_for(self._ws.send_bytes(data), SEND_TIMEOUT_S)
+            except (WebSocketDisconnect, RuntimeError, OSError, TimeoutError) as exc:
                 raise _Gone(time.monotonic() - started) from exc
             finally:
                 self._sending_since = None
