@@ -571,3 +571,24 @@ def test_arbitrary_text_any_chunking(text: str, option: tuple[int, int], data: s
     assert char_by_char(text, first_fragment_words=option[0], min_sentence_chars=option[1]) == whole
     assert " ".join(whole) == speakable_text(text)  # splitting and merging add and lose nothing
     _check_pieces(whole)
+
+
+@pytest.mark.parametrize("step", [1, 3, 7, 1000])
+@pytest.mark.parametrize(("text", "expected"), [
+    ("The capital of the United States is New York City. It is big.",
+     ["The capital of the United States", "is New York City.", "It is big."]),
+    ("The largest animals in the world are whales.", ["The largest animals in the world", "are whales."]),
+    ("The capital of Italy is Rome. Yes, it is.", ["The capital of Italy is Rome.", "Yes, it is."]),  # 4 words: no
+    ("One two three four five island of six.", ["One two three four five island of six."]),  # "is" in "island"
+    ("Paris is the capital of France, and it is lovely.", ["Paris is the capital of France,", "and it is lovely."]),
+    ("It is big. The capital of the United States is New York.",  # only the first piece is ever cut this way
+     ["It is big.", "The capital of the United States is New York."]),
+])
+def test_adaptive_first_phrase(text: str, expected: list[str], step: int) -> None:
+    segmenter = Segmenter(first_fragment_words=6, min_sentence_chars=0, first_phrase_words=5)
+    out: list[str] = []
+    for index in range(0, len(text), step):
+        out += segmenter.feed(text[index : index + step])
+    out += segmenter.flush()
+    assert out == expected
+    assert " ".join(out) == text

@@ -12,6 +12,8 @@ from voicecli.turn_completion import Completion, TurnEndPolicy, classify
     "Name a large animal.",
     "Tell me a joke!",
     "Can you help me?",
+    "How many legs does a spider have?",
+    "Do you know what time it is?",
     "What is that?",
     "Why?",
     "Thanks",
@@ -29,6 +31,8 @@ def test_finished_turns(text: str) -> None:
     "How many days are in a...",
     "So, um.",
     "Could you tell me about",
+    "The answer is.",
+    "What I want to know is",
     "The weather in Paris and",
     "What is the tallest mountain in the world -",
 ])

@@ -114,6 +114,7 @@ CONSTRAINTS: dict[str, Constraint] = {
     "stt.threads": Range(1, 64),
     "stt.window_s": Range(0, 30),
     "segmentation.first_fragment_words": Range(0, 100),
+    "segmentation.first_phrase_words": Range(0, 100),
     "segmentation.min_sentence_chars": Range(0, 200),
     "latency.window_turns": Range(1, 10000),
     "models.source": Choice(("auto", "hub", "registry")),

@@ -204,6 +204,7 @@ class PipelineSettings:
     max_tokens: int = 256
     temperature: float = 0.7
     first_fragment_words: int = 6
+    first_phrase_words: int = 5
     min_sentence_chars: int = 12
     stall_timeout_s: float = 30.0
     """A TTS request with no event for this long fails the turn with advice instead of hanging it."""
@@ -394,7 +395,8 @@ class VoicePipeline:
         """LLM deltas -> segmenter -> TTS requests (each sentence at once in bidi; everything at the end in batch)."""
         settings = self.settings
         timeline = turn.timeline
-        segmenter = Segmenter(settings.first_fragment_words if not batch else 0, settings.min_sentence_chars)
+        segmenter = Segmenter(settings.first_fragment_words if not batch else 0, settings.min_sentence_chars,
+                              settings.first_phrase_words if not batch else 0)
         timeline.mark("llm_request")
         try:
             stream = self.llm.stream(context, system=settings.system_prompt,

@@ -72,6 +72,7 @@ def pipeline_settings(config: Config) -> PipelineSettings:
         max_tokens=config.get_int("llm.max_tokens"),
         temperature=config.get_float("llm.temperature"),
         first_fragment_words=config.get_int("segmentation.first_fragment_words"),
+        first_phrase_words=config.get_int("segmentation.first_phrase_words"),
         min_sentence_chars=config.get_int("segmentation.min_sentence_chars"),
     )
 

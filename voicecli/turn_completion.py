@@ -8,7 +8,7 @@ endpointer's hang-over is chosen per pause, from the speculative transcript Whis
 
 - COMPLETE  (a final "?", "!" or "." after a word that can end a sentence): confirm after `complete_ms`;
 - INCOMPLETE (a trailing comma/dash/ellipsis, or a last word that cannot end an English sentence: an article, a
-  preposition, a conjunction, an auxiliary, a filler): wait `incomplete_ms`;
+  preposition, a conjunction, a filler; or an auxiliary without a question mark): wait `incomplete_ms`;
 - UNSURE (no punctuation, nothing decided): the plain `default_ms` hang-over.
 
 This is the rule set that Pipecat's and LiveKit's turn models learn from data, kept small and explainable: no
@@ -36,10 +36,15 @@ _CONTINUATION = """
     a an the my your his her its our their some any every each no
     of to in on at by for from with about into onto over under than as like via per between through toward towards
     and or but nor because although though while if unless until whether whereas since
-    is are was were be been being am do does did have has had will would shall should can could may might must
     um uh er erm hmm mm very really quite just
 """
+_AUXILIARIES = """
+    is are was were be been being am do does did have has had will would shall should can could may might must
+"""
 CONTINUATION_WORDS = frozenset(_CONTINUATION.split())
+AUXILIARIES = frozenset(_AUXILIARIES.split())
+"""Verbs that can end a question ("how many legs does a spider have?", "do you know what time it is?") but rarely
+a statement ("the answer is."): after them only a question mark makes the turn complete."""
 """Words after which an English turn almost never ends: articles, possessives, prepositions, conjunctions,
 auxiliaries, fillers. Pronouns, demonstratives and question words are NOT here: "can you help me?", "what is that?"
 and "why?" are finished turns. A wrong INCOMPLETE only costs a longer wait; a wrong COMPLETE can cut a user off, so
@@ -62,6 +67,8 @@ def classify(text: str) -> Completion:
         return Completion.INCOMPLETE
     if last in CONTINUATION_WORDS and not (len(words) == 1 and last in SHORT_FINISHED):
         return Completion.INCOMPLETE
+    if last in AUXILIARIES:
+        return Completion.COMPLETE if stripped.endswith("?") else Completion.INCOMPLETE
     if stripped.endswith(("?", "!", ".")):
         return Completion.COMPLETE
     if len(words) == 1 and last in SHORT_FINISHED:
