@@ -49,6 +49,11 @@ class Engine(ABC):
     def synthesize_phonemes(self, phonemes: str, voice: str, speed: float) -> Audio:
         """Synthesize one chunk of misaki phonemes (at most ~510 symbols) into float32 mono samples."""
 
+    def warm_up(self, phonemes: str, voice: str) -> None:
+        """Run one synthesis so the first request does not pay for lazy initialisation (an engine that keeps
+        several sessions warms each)."""
+        self.synthesize_phonemes(phonemes, voice, 1.0)
+
     def check_voice(self, voice: str) -> None:
         """Raise UnknownVoiceError unless `voice` exists."""
         if voice not in self.voices:
