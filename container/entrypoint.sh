@@ -9,6 +9,7 @@
 #   VOICECLI_ENDPOINT__LOCAL__ENGINE   auto | torch | onnx           (default auto: torch on a CUDA GPU, else onnx)
 #   VOICECLI_ENDPOINT__LOCAL__WORKERS  parallel inferences, auto|1..64 (default auto: one per core on a CPU, one on a GPU)
 #   VOICECLI_ENDPOINT__LOCAL__THREADS  threads per inference, auto|1..64 (default auto: usable cores / workers)
+#   VOICECLI_ENDPOINT__LOCAL__MAX_BATCH pieces per engine call, auto|1..64 (default auto: 8 for torch on a GPU, else 1)
 #   VOICECLI_MODELS__DIR               models directory              (default /opt/models, baked in at build time)
 #   SAGEMAKER_BIND_TO_PORT             port SageMaker asks for       (default 8080, the container contract)
 #   VOICECLI_CUDA_COMPAT               auto | on | off               (default auto, see cuda_compat below)
@@ -59,6 +60,7 @@ set -- "${VOICECLI_PYTHON:-python}" -m voicecli_endpoint \
     --engine "${VOICECLI_ENDPOINT__LOCAL__ENGINE:-auto}" \
     --workers "${VOICECLI_ENDPOINT__LOCAL__WORKERS:-auto}" \
     --threads "${VOICECLI_ENDPOINT__LOCAL__THREADS:-auto}" \
+    --max-batch "${VOICECLI_ENDPOINT__LOCAL__MAX_BATCH:-auto}" \
     --models-dir "${VOICECLI_MODELS__DIR:-/opt/models}" \
     "$@"
 

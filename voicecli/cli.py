@@ -107,6 +107,7 @@ def _cmd_serve(args: argparse.Namespace, config: Config) -> int:
         engine=args.engine or config.get_str("endpoint.local.engine"),
         workers=args.workers if args.workers is not None else config.get_count("endpoint.local.workers"),
         threads=args.threads if args.threads is not None else config.get_count("endpoint.local.threads"),
+        max_batch=args.max_batch if args.max_batch is not None else config.get_count("endpoint.local.max_batch"),
         models_dir=config.models_dir,
         token=config.get_str("endpoint.token"),
         max_queued_requests=limits.max_queued_requests,
@@ -171,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="parallel inferences (default auto: one per usable core on a CPU, one on a GPU)")
     serve.add_argument("--threads", type=_auto_or_count, default=None, metavar="N|auto",
                        help="intra-op threads per inference (default auto: usable cores / workers)")
+    serve.add_argument("--max-batch", type=_auto_or_count, default=None, metavar="N|auto",
+                       help="pieces of different sessions per engine call (default auto: batching only for the "
+                            "torch engine on a GPU)")
     serve.set_defaults(handler=_cmd_serve)
 
     from voicecli import bench, say

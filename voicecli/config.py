@@ -86,6 +86,7 @@ CONSTRAINTS: dict[str, Constraint] = {
     "endpoint.local.engine": Choice(("auto", "onnx", "torch")),
     "endpoint.local.workers": AutoCount(1, 64),
     "endpoint.local.threads": AutoCount(1, 64),
+    "endpoint.local.max_batch": AutoCount(1, 64),
     "endpoint.local.max_sessions": Range(1, 10000),
     "endpoint.local.max_queued_requests": Range(1, 100000),
     "endpoint.local.idle_timeout_s": Range(0, 86400),

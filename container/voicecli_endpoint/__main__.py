@@ -10,7 +10,7 @@ from voicecli.protocol import DEFAULTS
 from voicecli_endpoint.access import TOKEN_ENV
 from voicecli_endpoint.engines.select import ENGINE_NAMES
 from voicecli_endpoint.server import DEFAULT_HOST, DEFAULT_PORT, serve
-from voicecli_endpoint.sizing import parse_count
+from voicecli_endpoint.sizing import BATCH_WINDOW_MS, GPU_MAX_BATCH, parse_count
 
 
 def _positive_int(text: str) -> int:
@@ -49,6 +49,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="parallel inferences (default auto: one per usable core on a CPU, one on a GPU)")
     parser.add_argument("--threads", type=_auto_or_count("--threads"), default=None, metavar="N|auto",
                         help="intra-op threads per inference (default auto: usable cores / workers)")
+    parser.add_argument("--max-batch", type=_auto_or_count("--max-batch"), default=None, metavar="N|auto",
+                        help=f"pieces of different sessions per engine call (default auto: {GPU_MAX_BATCH} for the "
+                             "torch engine on a GPU, else 1, no batching)")
+    parser.add_argument("--batch-window-ms", type=_non_negative_float, default=BATCH_WINDOW_MS,
+                        help=f"how long a short batch waits for more pieces (default {BATCH_WINDOW_MS:g})")
     parser.add_argument("--models-dir", type=Path, default=None,
                         help="models directory (default: voicecli's, ~/.local/share/voicecli/models)")
     parser.add_argument("--max-text-chars", type=_positive_int, default=limits.max_text_chars,
@@ -68,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     serve(host=args.host, port=args.port, engine=args.engine, workers=args.workers, threads=args.threads,
           models_dir=args.models_dir, max_text_chars=args.max_text_chars, log_level=args.log_level, token=args.token,
           max_queued_requests=args.max_queued_requests, max_sessions=args.max_sessions,
-          idle_timeout_s=args.idle_timeout_s)
+          idle_timeout_s=args.idle_timeout_s, max_batch=args.max_batch, batch_window_ms=args.batch_window_ms)
 
 
 if __name__ == "__main__":

@@ -63,9 +63,9 @@ from voicecli_endpoint.admission import Admission
 from voicecli_endpoint.audio_encoding import DEFAULT_MP3_KBPS, mp3_bytes, stream_encoder, to_pcm16, wav_bytes
 from voicecli_endpoint.chunking import ChunkPolicy
 from voicecli_endpoint.engines.base import Audio
-from voicecli_endpoint.scheduler import CancelToken, FairScheduler, JobDropped
+from voicecli_endpoint.scheduler import Batching, CancelToken, FairScheduler, JobDropped
 from voicecli_endpoint.session import WebSocketSession
-from voicecli_endpoint.sizing import Parallelism
+from voicecli_endpoint.sizing import BATCH_WINDOW_MS, Parallelism
 from voicecli_endpoint.synthesis import Synthesizer
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,10 @@ class EndpointSettings:
     """Parallel inference workers; None: `auto` (see voicecli_endpoint.sizing)."""
     threads: int | None = None
     """Intra-op threads per inference; None: `auto`."""
+    max_batch: int | None = None
+    """Pieces per engine call; None: `auto` (batching on for the torch engine on a GPU; voicecli_endpoint.sizing)."""
+    batch_window_ms: float = BATCH_WINDOW_MS
+    """How long a short batch waits for more pieces."""
     limits: Limits = field(default_factory=Limits)
     mp3_kbps: int = DEFAULT_MP3_KBPS
     warmup_voice: str = DEFAULTS.voice
@@ -109,6 +113,8 @@ class EndpointState:
     started: float = field(default_factory=time.time)
     load_s: float | None = None
     parallelism: Parallelism | None = None
+    max_batch: int | None = None
+    """Pieces per engine call once loaded (1: no batching)."""
     warmup_s: float | None = None
     http_requests: int = 0
     http_abandoned: int = 0
@@ -134,9 +140,16 @@ class EndpointState:
             gpu = resolved == "torch" and await asyncio.to_thread(cuda_available)
             self.parallelism = parallelism = sizing.choose(settings.workers, settings.threads, gpu=gpu)
             log.info("inference: %s", parallelism.describe())
-            self.scheduler = FairScheduler(parallelism.workers)
             engine = await asyncio.to_thread(load_engine, resolved, models_dir, parallelism.threads,
                                              parallelism.solo_threads)
+            self.max_batch = sizing.choose_batch(settings.max_batch, gpu=gpu, engine_batches=engine.batches)
+            if settings.max_batch is not None and settings.max_batch > self.max_batch:
+                log.warning("the %s engine does not batch: --max-batch %d ignored", engine.name, settings.max_batch)
+            batching = (Batching(engine.synthesize_batch, self.max_batch, settings.batch_window_ms / 1000)
+                        if self.max_batch > 1 else None)
+            log.info("batching: %s", f"up to {self.max_batch} pieces within {settings.batch_window_ms:g} ms"
+                     if batching else "off")
+            self.scheduler = FairScheduler(parallelism.workers, batching=batching)
             phonemizer = await asyncio.to_thread(Phonemizer)
             synthesizer = Synthesizer(engine, phonemizer, self.scheduler, settings.chunk_policy)
             self.load_s = time.perf_counter() - started
@@ -166,6 +179,8 @@ def _parallelism_details(state: EndpointState) -> dict[str, Any]:
         "cpus": None if sizes is None else sizes.cpus,
         "workers_auto": None if sizes is None else sizes.workers_auto,
         "threads_auto": None if sizes is None else sizes.threads_auto,
+        "max_batch": state.max_batch,
+        "batch_window_ms": state.settings.batch_window_ms if (state.max_batch or 1) > 1 else None,
     }
 
 
@@ -221,6 +236,8 @@ async def stats(request: Request) -> Response:
             "busy_s": scheduler.stats.busy_s,
             "running": scheduler.running,
             "first_jobs_run": scheduler.stats.first_jobs_run,
+            "batches_run": scheduler.stats.batches_run,
+            "batched_jobs": scheduler.stats.batched_jobs,
         },
     })
 
@@ -459,6 +476,7 @@ def create_app(
     models_dir: Path | None = None,
     workers: int | None = None,
     threads: int | None = None,
+    max_batch: int | None = None,
     max_text_chars: int | None = None,
     token: str | None = None,
 ) -> Starlette:
@@ -473,6 +491,8 @@ def create_app(
         overrides["workers"] = workers
     if threads is not None:
         overrides["threads"] = threads
+    if max_batch is not None:
+        overrides["max_batch"] = max_batch
     if max_text_chars is not None:
         overrides["limits"] = dataclasses.replace(settings.limits, max_text_chars=max_text_chars)
     if token is not None:

@@ -13,6 +13,15 @@ Which queued job a free worker takes (`_pick`), best first:
 Within one session jobs run in the order they were submitted. A job whose cancel token is set, whose session was
 dropped, or whose awaiter went away is dropped before it runs, whichever worker would have taken it; a job that is
 already running finishes (inference cannot be interrupted) and its result is discarded.
+
+Batching (`Batching`, on only for an engine that gains from it: the torch engine on a GPU, see
+voicecli_endpoint.engines.torch_engine): a job submitted with an `item` can share one engine call with other such
+jobs. A worker that picks one keeps picking, by the same rules, the best queued jobs that have an item, up to
+`max_batch`; while the batch is short it waits up to `window_s` after it started gathering for more to arrive, but
+only while another session could plausibly send one (it has work queued or running, or finished a job within
+`ACTIVE_S`): a lone session never waits. On a GPU the sessions that share a batch get their results together and
+send their next pieces together, so after the first batch they arrive within a few milliseconds of each other.
+A batch of one runs the job's own function, exactly as without batching.
 """
 
 from __future__ import annotations
@@ -21,8 +30,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
-from collections.abc import Callable, Hashable
+from collections import Counter, deque
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +39,9 @@ from typing import Any
 from voicecli.playout import Playout
 
 log = logging.getLogger(__name__)
+
+ACTIVE_S = 1.0
+"""A session that finished a job this recently is still sending pieces: a short batch waits for it (see above)."""
 
 
 class JobDropped(Exception):
@@ -57,13 +69,31 @@ class Timed[T]:
     run_s: float
 
 
+@dataclass(frozen=True)
+class Batching:
+    """Combine jobs that carry an item into one call of `run` (items in, results in the same order out)."""
+
+    run: Callable[[Sequence[Any]], Sequence[Any]]
+    max_batch: int
+    window_s: float
+
+    def __post_init__(self) -> None:
+        if self.max_batch < 2:
+            raise ValueError(f"a batch holds at least 2 jobs, got max_batch={self.max_batch}")
+        if self.window_s < 0:
+            raise ValueError(f"window_s must be 0 or more, got {self.window_s}")
+
+
 @dataclass
 class _Job:
+    key: Hashable
     fn: Callable[[], Any]
     future: asyncio.Future[Timed[Any]]
     token: CancelToken | None
     enqueued: float
     first: bool
+    item: Any = None
+    """What `Batching.run` takes for this job (None: the job never shares a call)."""
 
     @property
     def dead(self) -> bool:
@@ -79,6 +109,8 @@ class _Lane:
     """Value of the scheduler's pick counter when this session was last served (or joined)."""
     jobs: deque[_Job] = field(default_factory=deque)
     playout: Playout | None = None
+    last_done: float = float("-inf")
+    """When a job of this session last finished (scheduler clock)."""
 
 
 @dataclass
@@ -88,21 +120,28 @@ class SchedulerStats:
     busy_s: float = 0.0
     """Seconds of worker time spent running jobs, summed over workers."""
     first_jobs_run: int = 0
+    batches_run: int = 0
+    """Engine calls that served more than one job."""
+    batched_jobs: int = 0
+    """Jobs served by those calls."""
 
 
 class FairScheduler:
     """N workers; first pieces of turns first, then the session closest to running dry, then round robin."""
 
-    def __init__(self, workers: int = 1, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, workers: int = 1, *, clock: Callable[[], float] = time.monotonic,
+                 batching: Batching | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
         self.workers = workers
+        self.batching = batching
         self.stats = SchedulerStats()
         self._clock = clock
         """The clock the sessions' Playouts are kept on."""
         self._lanes: dict[Hashable, _Lane] = {}
         self._picks = 0
         self._running = 0
+        self._running_keys: Counter[Hashable] = Counter()
         self._wakeup = asyncio.Event()
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="inference")
         self._tasks: list[asyncio.Task[None]] = []
@@ -139,11 +178,12 @@ class FairScheduler:
         return self._running
 
     async def submit[T](self, key: Hashable, fn: Callable[[], T], token: CancelToken | None = None, *,
-                        first: bool = False, playout: Playout | None = None) -> Timed[T]:
+                        first: bool = False, playout: Playout | None = None, item: Any = None) -> Timed[T]:
         """Run `fn` on a worker when `key`'s turn comes. Raises JobDropped if cancelled first.
 
         `first`: this job makes the first audio of a turn (ranked ahead of everything else). `playout`: the
-        session's listener, whose buffered audio ranks the session (kept for the following jobs too).
+        session's listener, whose buffered audio ranks the session (kept for the following jobs too). `item`:
+        what `Batching.run` takes to do the same as `fn` together with other jobs (ignored without batching).
         """
         if token is not None and token.cancelled:
             raise JobDropped
@@ -154,7 +194,8 @@ class FairScheduler:
             lane = self._lanes[key] = _Lane(served=self._picks)
         if playout is not None:
             lane.playout = playout
-        lane.jobs.append(_Job(fn, future, token, time.perf_counter(), first))
+        lane.jobs.append(_Job(key, fn, future, token, time.perf_counter(), first,
+                              item if self.batching is not None else None))
         self._wakeup.set()
         return await future
 
@@ -192,15 +233,18 @@ class FairScheduler:
         else:
             self._fail(job)
 
-    def _pick(self) -> _Job | None:
-        """The best queued job by the rules in the module docstring; dead jobs met on the way are dropped."""
+    def _pick(self, *, batchable: bool = False) -> _Job | None:
+        """The best queued job by the rules in the module docstring; dead jobs met on the way are dropped.
+
+        `batchable`: only a job that carries a batch item (a session whose next job has none is passed over).
+        """
         now = self._clock()
         best: _Lane | None = None
         best_rank: tuple[bool, float, int] | None = None
         for lane in self._lanes.values():
             while lane.jobs and lane.jobs[0].dead:
                 self._discard(lane.jobs.popleft())
-            if not lane.jobs:
+            if not lane.jobs or (batchable and lane.jobs[0].item is None):
                 continue
             ahead = lane.playout.ahead_s(now) if lane.playout is not None else 0.0
             rank = (not lane.jobs[0].first, ahead, lane.served)
@@ -212,6 +256,29 @@ class FairScheduler:
         best.served = self._picks
         return best.jobs.popleft()
 
+    def _others_may_join(self, batch: list[_Job]) -> bool:
+        """Whether a session outside `batch` could send a batchable job soon (see the module docstring)."""
+        now, inside = self._clock(), {job.key for job in batch}
+        return any(lane.jobs or self._running_keys[key] or now - lane.last_done < ACTIVE_S
+                   for key, lane in self._lanes.items() if key not in inside)
+
+    async def _gather(self, job: _Job, batching: Batching) -> list[_Job]:
+        """`job` and the best batchable jobs queued now or arriving within the window, up to `max_batch`."""
+        batch = [job]
+        deadline = time.perf_counter() + batching.window_s
+        while len(batch) < batching.max_batch:
+            more = self._pick(batchable=True)
+            if more is not None:
+                batch.append(more)
+                continue
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0 or not self._others_may_join(batch):
+                break
+            self._wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), remaining)
+        return batch
+
     async def _work(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
@@ -220,20 +287,49 @@ class FairScheduler:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            started = time.perf_counter()
-            self._running += 1
-            try:
-                value = await loop.run_in_executor(self._executor, job.fn)
-            except Exception as exc:  # handed to the awaiter, who reports it
+            batch = [job]
+            if self.batching is not None and job.item is not None:
+                batch = await self._gather(job, self.batching)
+            await self._run(loop, batch)
+
+    async def _run(self, loop: asyncio.AbstractEventLoop, batch: list[_Job]) -> None:
+        """Run one job (its own function) or a batch (one `Batching.run` call), and hand out the results."""
+        started = time.perf_counter()
+        self._running += len(batch)
+        self._running_keys.update(job.key for job in batch)
+        try:
+            if len(batch) == 1:
+                values: Sequence[Any] = [await loop.run_in_executor(self._executor, batch[0].fn)]
+            else:
+                assert self.batching is not None
+                items = [job.item for job in batch]
+                values = await loop.run_in_executor(self._executor, self.batching.run, items)
+                if len(values) != len(batch):
+                    raise RuntimeError(f"a batch of {len(batch)} returned {len(values)} results")
+        except Exception as exc:  # handed to the awaiters, who report it
+            for job in batch:
                 if not job.future.done():
                     job.future.set_exception(exc)
-                continue
-            finally:
-                self._running -= 1
-                self.stats.busy_s += time.perf_counter() - started
-            self.stats.jobs_run += 1
+            return
+        finally:
+            self._running -= len(batch)
+            for job in batch:
+                self._running_keys[job.key] -= 1
+                if self._running_keys[job.key] <= 0:
+                    del self._running_keys[job.key]
+            self.stats.busy_s += time.perf_counter() - started
+            done = self._clock()
+            for job in batch:
+                if (lane := self._lanes.get(job.key)) is not None:
+                    lane.last_done = done
+        ran = time.perf_counter() - started
+        self.stats.jobs_run += len(batch)
+        if len(batch) > 1:
+            self.stats.batches_run += 1
+            self.stats.batched_jobs += len(batch)
+        for job, value in zip(batch, values, strict=True):
             self.stats.first_jobs_run += job.first
             if job.dead:
                 self._discard(job)
                 continue
-            job.future.set_result(Timed(value, started - job.enqueued, time.perf_counter() - started))
+            job.future.set_result(Timed(value, started - job.enqueued, ran))

@@ -9,6 +9,7 @@ from voicecli.protocol import DEFAULTS, Limits, is_loopback_host
 from voicecli_endpoint import log_redaction
 from voicecli_endpoint.access import TOKEN_ENV, token_from_environment
 from voicecli_endpoint.app import EndpointSettings, create_app
+from voicecli_endpoint.sizing import BATCH_WINDOW_MS
 
 DEFAULT_HOST = "127.0.0.1"
 """Loopback by default: a local endpoint stays off the network. The container passes 0.0.0.0."""
@@ -50,10 +51,12 @@ def serve(
     max_queued_requests: int = DEFAULTS.limits.max_queued_requests,
     max_sessions: int = DEFAULTS.limits.max_sessions,
     idle_timeout_s: float = DEFAULTS.limits.idle_timeout_s,
+    max_batch: int | None = None,
+    batch_window_ms: float = BATCH_WINDOW_MS,
 ) -> None:
     """Serve until interrupted. `models_dir` None means voicecli's default models directory.
 
-    `workers`/`threads` None means `auto` (voicecli_endpoint.sizing). `token` None reads the environment
+    `workers`/`threads`/`max_batch` None means `auto` (voicecli_endpoint.sizing). `token` None reads the environment
     (VOICECLI_ENDPOINT__TOKEN); "" means no token is required.
     """
     import uvicorn
@@ -63,7 +66,7 @@ def serve(
                     max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
     required = token_from_environment() if token is None else token.strip()
     settings = EndpointSettings(engine=engine, models_dir=models_dir, workers=workers, threads=threads,
-                                limits=limits, token=required)
+                                max_batch=max_batch, batch_window_ms=batch_window_ms, limits=limits, token=required)
     log = logging.getLogger(__name__)
     warning = exposure_warning(host, required)
     if warning is not None:

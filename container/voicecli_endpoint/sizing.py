@@ -13,6 +13,11 @@ session whose intra-op pool spans all usable cores and runs a piece on it whenev
 single user's turn is exactly that case (the local endpoint of `voicecli chat`), while concurrent sessions still get
 one core each.
 
+Batching (`choose_batch`): several sessions' pieces in one engine call. It pays only where a call's cost is mostly
+fixed overhead (kernel launches on a GPU) and only for an engine that implements it (the torch engine), so `auto`
+turns it on for the torch engine on a GPU (`GPU_MAX_BATCH` pieces, gathered for up to `BATCH_WINDOW_MS`) and off
+everywhere else; on a CPU parallel workers already use every core. `serve --max-batch N` overrides it.
+
 Usable cores come from the scheduler affinity (what a container's cpuset or `taskset` allows), not the host's count.
 """
 
@@ -22,6 +27,14 @@ import os
 from dataclasses import dataclass
 
 AUTO = "auto"
+
+GPU_MAX_BATCH = 8
+"""Pieces per batch under `auto` on a GPU. The frame side still runs per piece (engines/torch_engine.py), so the
+gain levels off: 8 gets ~94% of what an unbounded batch would save by the launch-count model in container/README.md,
+and a piece never waits behind more than 7 others' frame sides."""
+BATCH_WINDOW_MS = 10.0
+"""How long a short batch waits for more pieces. Sessions served by one batch send their next pieces within a few
+milliseconds of each other (MP3 encoding of the last piece); 10 ms is a fraction of one GPU piece (tens of ms)."""
 
 
 def usable_cpus() -> int:
@@ -81,3 +94,12 @@ def choose(workers: int | None, threads: int | None, *, gpu: bool = False, cpus:
         threads_auto = False
     solo = cores if threads_auto and not gpu and workers > 1 and cores > threads else 0
     return Parallelism(workers, threads, cores, workers_auto, threads_auto, solo)
+
+
+def choose_batch(max_batch: int | None, *, gpu: bool, engine_batches: bool) -> int:
+    """Pieces per engine call (1: no batching); None is `auto`. An engine that cannot batch always gets 1."""
+    if not engine_batches:
+        return 1
+    if max_batch is None:
+        return GPU_MAX_BATCH if gpu else 1
+    return max_batch

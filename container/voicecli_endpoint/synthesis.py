@@ -110,7 +110,8 @@ class Synthesizer:
         extra_wait, extra_run = prepared.queue_wait_s, prepared.run_s
         for index, phonemes in enumerate(prepared.value):
             synthesize = partial(self.engine.synthesize_phonemes, phonemes, voice, speed)
-            done = await self.scheduler.submit(key, synthesize, token, first=first and index == 0)
+            done = await self.scheduler.submit(key, synthesize, token, first=first and index == 0,
+                                               item=(phonemes, voice, speed))
             self.pieces_synthesized += 1
             audio = trim_silence(done.value, SAMPLE_RATE)
             yield Piece(audio, index, phonemes, done.queue_wait_s + extra_wait, done.run_s + extra_run)

@@ -183,7 +183,7 @@ def planned(result: subprocess.CompletedProcess[str]) -> tuple[str, list[str]]:
 
 
 DEFAULT_ARGV = ["python", "-m", "voicecli_endpoint", "--host", "0.0.0.0", "--port", "8080", "--engine", "auto",
-                "--workers", "auto", "--threads", "auto", "--models-dir", "/opt/models"]
+                "--workers", "auto", "--threads", "auto", "--max-batch", "auto", "--models-dir", "/opt/models"]
 
 
 def test_entrypoint_drops_the_sagemaker_serve_argument() -> None:
@@ -199,12 +199,13 @@ def test_entrypoint_passes_other_arguments_through_after_the_defaults() -> None:
 
 def test_entrypoint_reads_settings_from_the_environment() -> None:
     env = {"VOICECLI_ENDPOINT__LOCAL__ENGINE": "torch", "VOICECLI_ENDPOINT__LOCAL__WORKERS": "2",
-           "VOICECLI_ENDPOINT__LOCAL__THREADS": "8",
+           "VOICECLI_ENDPOINT__LOCAL__THREADS": "8", "VOICECLI_ENDPOINT__LOCAL__MAX_BATCH": "4",
            "VOICECLI_MODELS__DIR": "/models", "SAGEMAKER_BIND_TO_PORT": "9000",
            "VOICECLI_PYTHON": "/opt/venv/bin/python"}
     argv = planned(run_entrypoint("serve", env=env))[1]
     assert argv == ["/opt/venv/bin/python", "-m", "voicecli_endpoint", "--host", "0.0.0.0", "--port", "9000",
-                    "--engine", "torch", "--workers", "2", "--threads", "8", "--models-dir", "/models"]
+                    "--engine", "torch", "--workers", "2", "--threads", "8", "--max-batch", "4",
+                    "--models-dir", "/models"]
 
 
 def test_entrypoint_cuda_compat_switch(tmp_path: Path) -> None:
@@ -230,7 +231,7 @@ def test_entrypoint_cuda_compat_auto_is_a_no_op_without_a_gpu(tmp_path: Path) ->
 def test_entrypoint_execs_the_real_server_module() -> None:
     result = run_entrypoint("serve", "--help", dry_run=False, env={"VOICECLI_PYTHON": sys.executable}, timeout=120)
     assert result.returncode == 0, result.stderr
-    for option in ("--host", "--port", "--engine", "--workers", "--threads", "--models-dir"):
+    for option in ("--host", "--port", "--engine", "--workers", "--threads", "--max-batch", "--models-dir"):
         assert option in result.stdout
 
 

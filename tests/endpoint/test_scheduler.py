@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
-from voicecli_endpoint.scheduler import CancelToken, FairScheduler, JobDropped
+from voicecli_endpoint.scheduler import Batching, CancelToken, FairScheduler, JobDropped
 
 from voicecli.playout import Playout
 
@@ -254,3 +255,126 @@ async def test_job_exception_reaches_the_submitter(scheduler: FairScheduler) -> 
     with pytest.raises(RuntimeError, match="exploded"):
         await scheduler.submit("a", boom)
     assert (await scheduler.submit("a", lambda: "still works")).value == "still works"
+
+
+# --- batching (the torch engine on a GPU) ---
+
+class Batcher:
+    """A `Batching.run` that records the items of every call and answers each item with its upper-cased text."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def __call__(self, items: Sequence[Any]) -> list[str]:
+        self.calls.append(list(items))
+        return [str(item).upper() for item in items]
+
+
+def batching_scheduler(batcher: Batcher, max_batch: int = 8, window_s: float = 0.0) -> FairScheduler:
+    return FairScheduler(1, batching=Batching(batcher, max_batch, window_s))
+
+
+def single(item: str) -> Callable[[], str]:
+    """The job's own function: what it does when it runs alone (marked so the test can tell)."""
+    return lambda: f"alone:{item}"
+
+
+async def test_queued_pieces_of_different_sessions_share_one_call() -> None:
+    batcher = Batcher()
+    scheduler = batching_scheduler(batcher)
+    gate, gate_task = await _blocked(scheduler)
+    order: list[str] = []
+    tasks = [asyncio.create_task(scheduler.submit(key, single(key), item=key)) for key in ("a", "b", "c")]
+    g2p = asyncio.create_task(scheduler.submit("d", record(order, "d-g2p")))  # no item: never batched
+    await asyncio.sleep(0)
+    gate.release.set()
+    results = await asyncio.gather(*tasks)
+    await asyncio.gather(gate_task, g2p)
+    await scheduler.close()
+    assert [r.value for r in results] == ["A", "B", "C"]  # each awaiter gets its own item's result
+    assert batcher.calls == [["a", "b", "c"]] and order == ["d-g2p"]
+    assert scheduler.stats.batches_run == 1 and scheduler.stats.batched_jobs == 3
+    assert all(r.run_s == results[0].run_s for r in results)  # the shared call's time
+
+
+async def test_batches_hold_at_most_max_batch_and_a_batch_of_one_runs_the_job_itself() -> None:
+    batcher = Batcher()
+    scheduler = batching_scheduler(batcher, max_batch=2)
+    gate, gate_task = await _blocked(scheduler)
+    tasks = [asyncio.create_task(scheduler.submit(key, single(key), item=key)) for key in "abcde"]
+    await asyncio.sleep(0)
+    gate.release.set()
+    results = await asyncio.gather(*tasks)
+    await gate_task
+    await scheduler.close()
+    assert batcher.calls == [["a", "b"], ["c", "d"]]
+    assert [r.value for r in results] == ["A", "B", "C", "D", "alone:e"]
+
+
+async def test_the_best_ranked_pieces_fill_the_batch() -> None:
+    batcher = Batcher()
+    scheduler = FairScheduler(1, batching=Batching(batcher, 2, 0.0), clock=lambda: 100.0)
+    gate, gate_task = await _blocked(scheduler)
+    ahead = {"full": 5.0, "dry": 0.0, "low": 1.0}
+    playouts = {}
+    for key, seconds in ahead.items():
+        playouts[key] = Playout()
+        playouts[key].add(100.0, seconds)
+    tasks = [asyncio.create_task(scheduler.submit(key, single(key), item=key, playout=playouts[key]))
+             for key in ahead]
+    first = asyncio.create_task(scheduler.submit("new", single("new"), item="new", first=True))
+    await asyncio.sleep(0)
+    gate.release.set()
+    await asyncio.gather(gate_task, first, *tasks)
+    await scheduler.close()
+    assert batcher.calls == [["new", "dry"], ["low", "full"]]
+
+
+async def test_a_lone_session_never_waits_for_the_window() -> None:
+    batcher = Batcher()
+    scheduler = batching_scheduler(batcher, window_s=30.0)
+    result = await asyncio.wait_for(scheduler.submit("a", single("a"), item="a"), 5.0)
+    await scheduler.close()
+    assert result.value == "alone:a" and batcher.calls == []
+
+
+async def test_a_short_batch_waits_for_an_active_session_within_the_window() -> None:
+    batcher = Batcher()
+    scheduler = batching_scheduler(batcher, max_batch=2, window_s=30.0)
+    await scheduler.submit("b", single("b0"), item="b0")  # b is active: it just finished a piece
+    a1 = asyncio.create_task(scheduler.submit("a", single("a1"), item="a1"))
+    await asyncio.sleep(0.05)
+    b1 = asyncio.create_task(scheduler.submit("b", single("b1"), item="b1"))
+    results = await asyncio.wait_for(asyncio.gather(a1, b1), 5.0)  # full at 2: no waiting out the 30 s
+    await scheduler.close()
+    assert batcher.calls == [["a1", "b1"]] and [r.value for r in results] == ["A1", "B1"]
+
+
+async def test_a_cancelled_piece_stays_out_of_the_batch_and_a_failure_reaches_every_member() -> None:
+    calls: list[list[str]] = []
+
+    def failing(items: Sequence[Any]) -> list[str]:
+        calls.append(list(items))
+        raise RuntimeError("CUDA out of memory")
+
+    scheduler = FairScheduler(1, batching=Batching(failing, 8, 0.0))
+    gate, gate_task = await _blocked(scheduler)
+    token = CancelToken()
+    dropped = asyncio.create_task(scheduler.submit("x", single("x"), token, item="x"))
+    members = [asyncio.create_task(scheduler.submit(key, single(key), item=key)) for key in ("a", "b")]
+    await asyncio.sleep(0)
+    token.cancel()
+    gate.release.set()
+    await gate_task
+    with pytest.raises(JobDropped):
+        await dropped
+    for task in members:
+        with pytest.raises(RuntimeError, match="out of memory"):
+            await task
+    await scheduler.close()
+    assert calls == [["a", "b"]]
+
+
+def test_batching_needs_room_for_two() -> None:
+    with pytest.raises(ValueError):
+        Batching(Batcher(), 1, 0.01)

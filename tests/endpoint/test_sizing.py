@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from voicecli_endpoint import sizing
 from voicecli_endpoint.sizing import choose, parse_count, usable_cpus
 
 
@@ -48,3 +49,11 @@ def test_parse_count(text: str | int | None, expected: int | None) -> None:
 def test_parse_count_rejects_with_the_option_name(text: str) -> None:
     with pytest.raises(ValueError, match="--threads"):
         parse_count(text, "--threads")
+
+
+def test_batching_is_on_by_auto_only_for_a_batching_engine_on_a_gpu() -> None:
+    assert sizing.choose_batch(None, gpu=True, engine_batches=True) == sizing.GPU_MAX_BATCH
+    assert sizing.choose_batch(None, gpu=False, engine_batches=True) == 1
+    assert sizing.choose_batch(None, gpu=True, engine_batches=False) == 1
+    assert sizing.choose_batch(4, gpu=False, engine_batches=True) == 4  # asked for explicitly
+    assert sizing.choose_batch(4, gpu=True, engine_batches=False) == 1  # the onnx engine cannot

@@ -8,6 +8,7 @@ outside them, so both engines see exactly the same phonemes (which is what makes
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,6 +19,9 @@ SAMPLE_RATE = 24_000
 """Kokoro-82M's output rate in Hz."""
 
 Audio = npt.NDArray[np.float32]
+
+BatchItem = tuple[str, str, float]
+"""One piece to synthesize: (misaki phonemes, voice, speed)."""
 
 
 class UnknownVoiceError(ValueError):
@@ -34,6 +38,9 @@ class Engine(ABC):
 
     name: ClassVar[str]
     sample_rate: ClassVar[int] = SAMPLE_RATE
+    batches: ClassVar[bool] = False
+    """`synthesize_batch` does several items in one pass for less than their separate calls (the scheduler's
+    batcher is used only then; see voicecli_endpoint.scheduler)."""
 
     @property
     @abstractmethod
@@ -53,6 +60,10 @@ class Engine(ABC):
         """Run one synthesis so the first request does not pay for lazy initialisation (an engine that keeps
         several sessions warms each)."""
         self.synthesize_phonemes(phonemes, voice, 1.0)
+
+    def synthesize_batch(self, items: Sequence[BatchItem]) -> list[Audio]:
+        """The audio of each item, in order. Here one call after another; an engine with `batches` overrides it."""
+        return [self.synthesize_phonemes(*item) for item in items]
 
     def check_voice(self, voice: str) -> None:
         """Raise UnknownVoiceError unless `voice` exists."""
