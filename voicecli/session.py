@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicecli.config import Config
-from voicecli.llm import LLM, create_llm, warm_llm
+from voicecli.llm import LLM, create_llm
 from voicecli.llm.history import Conversation
 from voicecli.local_endpoint import LocalEndpoint, ensure_local_endpoint
 from voicecli.pipeline import AudioSink, PipelineEvent, PipelineSettings, VoicePipeline
@@ -175,8 +175,6 @@ async def open_session(
         load = getattr(llm, "load", None)  # embedded models load up front so the first answer does not wait
         if load is not None:
             await load()
-            progress("warming up the LLM (reading the system prompt once)")
-            await warm_llm(llm, system=config.get_str("llm.system_prompt"))
     except BaseException:
         for transport in transports.values():
             with contextlib.suppress(Exception):

@@ -59,10 +59,14 @@ async def warm_llm(llm: LLM, prompt: str = WARM_PROMPT, system: str = "") -> Non
     """A tiny untimed generation that leaves the LLM's prompt cache as a real conversation leaves it.
 
     Why: llama.cpp reuses the evaluated prefix of its previous prompt. In a conversation that prefix is the system
-    prompt and the history, never the user's new question; an embedded model that has read the system prompt once
-    at start-up spares the first real turn ~300 ms (measured: first-turn time to first token 361 ms, later turns
-    ~40 ms). Warming with a different user text keeps every turn paying for its own question, as `bench e2e`
-    requires. For a remote LLM it is just one more short request, so the app warms only embedded models.
+    prompt and the history, never the user's new question, so warming with the system prompt and a different user
+    text makes a measured turn pay exactly what a real one pays (`bench e2e`). For a remote LLM it is just one more
+    short request.
+
+    The app does not warm at start-up, though it would spare the first turn ~300 ms of prompt reading: with the
+    prompt read in two pieces instead of one, SmolLM2-135M's first answer to "What is the capital of France?"
+    turned from "Capital of France is Paris." into a run of degenerate French (reproducible, same seed), and a
+    first answer that bad is worse than a slow one.
     """
     stream = llm.stream([ChatMessage("user", prompt)], system=system, max_tokens=1, temperature=0.0)
     async with contextlib.aclosing(stream) as events:
