@@ -206,6 +206,9 @@ class PipelineSettings:
     first_fragment_words: int = 6
     first_phrase_words: int = 5
     min_sentence_chars: int = 12
+    pause_llm_for_first_audio: bool = True
+    """Pause an embedded LLM (one with pause/resume) from the first sentence's request to its first audio, so the
+    local TTS synthesizes it on every core (see voicecli.llm.local.LocalLLM.pause)."""
     stall_timeout_s: float = 30.0
     """A TTS request with no event for this long fails the turn with advice instead of hanging it."""
 
@@ -225,6 +228,8 @@ class _Turn:
     discarded: bool = False
     held_audio: list[Samples] = field(default_factory=list)
     held_events: list[PipelineEvent] = field(default_factory=list)
+    llm_paused: bool = False
+    """The embedded LLM is paused while the first sentence is synthesized (PipelineSettings)."""
 
     @property
     def sentences(self) -> list[SentenceMarks]:
@@ -310,6 +315,7 @@ class VoicePipeline:
             await transport.cancel(None)
         finally:
             self._current = None
+            self._resume_llm(turn)
             if decider is not None:
                 decider.cancel()
         if turn.discarded:
@@ -441,6 +447,11 @@ class VoicePipeline:
                                            "pcm16" if self.settings.audio_format == "pcm16" else "mp3"))
         marks.sent = time.monotonic()
         timeline.mark("tts_first_request_sent", marks.sent)
+        if index == 0 and self.settings.pause_llm_for_first_audio:
+            pause = getattr(self.llm, "pause", None)  # an embedded LLM shares the cores with the local TTS
+            if pause is not None:
+                pause()
+                turn.llm_paused = True
 
     async def _receive(self, turn: _Turn, transport: TTSTransport) -> None:
         """Audio events -> decoder -> sink, until the LLM is done and every sentence's audio has arrived."""
@@ -475,6 +486,7 @@ class VoicePipeline:
                 if marks.first_byte is None:
                     marks.first_byte = event.at
                     timeline.mark("first_audio_byte", event.at)
+                    self._resume_llm(turn)
                     self._emit(turn, SentenceAudio(timeline.turn_id, index))
                 samples = self._decode(decoders, rid, event.data)
                 if samples.size:
@@ -500,6 +512,13 @@ class VoicePipeline:
             self._check_played(turn)
             await asyncio.sleep(0.02)
         self._check_played(turn)
+
+    def _resume_llm(self, turn: _Turn) -> None:
+        if turn.llm_paused:
+            turn.llm_paused = False
+            resume = getattr(self.llm, "resume", None)
+            if resume is not None:
+                resume()
 
     def _play(self, turn: _Turn, samples: Samples) -> None:
         if turn.hold is not None:

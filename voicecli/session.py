@@ -73,6 +73,8 @@ def pipeline_settings(config: Config) -> PipelineSettings:
         temperature=config.get_float("llm.temperature"),
         first_fragment_words=config.get_int("segmentation.first_fragment_words"),
         first_phrase_words=config.get_int("segmentation.first_phrase_words"),
+        # The embedded LLM and a local endpoint share the cores: lend the LLM's to the first sentence's synthesis.
+        pause_llm_for_first_audio=config.get_str("endpoint.target") == "local",
         min_sentence_chars=config.get_int("segmentation.min_sentence_chars"),
     )
 

@@ -31,8 +31,9 @@ the pieces answers are made of."""
 
 SILENCE_DBFS = -55.0
 """Below this level a sample counts as silence when trimming (Kokoro's pad silence sits near -80 dBFS)."""
-LEAD_KEEP_S = 0.03
-"""Silence kept before a piece's first sound: enough not to clip a soft onset."""
+LEAD_KEEP_S = 0.01
+"""Silence kept before a piece's first sound: enough not to clip a soft onset (the -55 dBFS gate already sits
+below the onset of a fricative; an MP3 stream adds ~46 ms of codec delay in front anyway)."""
 TAIL_KEEP_S = 0.25
 """Silence kept after a piece's last sound: with the next piece's lead, a natural ~280 ms pause between
 sentences and clauses."""
