@@ -96,7 +96,6 @@ CONSTRAINTS: dict[str, Constraint] = {
     "llm.temperature": Range(0.0, 2.0),
     "llm.history_turns": Range(0, 100),
     "llm.local.threads": Range(1, 64),
-    "llm.local.batch_threads": Range(1, 64),
     "llm.local.context_tokens": Range(256, 32768),
     "stt.beam_size": Range(1, 10),
     "stt.device": Choice(("cpu", "cuda", "auto")),

@@ -31,7 +31,6 @@ def llm_from_config(config: Config) -> LLM:
     if backend == "local":
         settings = {"models_dir": config.models_dir, "model_file": config.get_str("llm.local.model_file"),
                     "threads": config.get_int("llm.local.threads"),
-                    "batch_threads": config.get_int("llm.local.batch_threads"),
                     "context_tokens": config.get_int("llm.local.context_tokens")}
     elif backend == "bedrock":
         settings = {"model_id": config.get_str("llm.bedrock.model_id"), "region": config.get_str("llm.bedrock.region"),

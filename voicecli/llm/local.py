@@ -42,9 +42,6 @@ class LocalSettings:
     models_dir: Path
     model_file: str = ""  # empty: DEFAULT_MODEL_FILE under models_dir; relative paths are under models_dir too
     threads: int = 1
-    batch_threads: int = 1
-    """Threads for reading the prompt. It is read at the start of a turn, before any sentence exists for TTS, so
-    it may take the cores that generation (which overlaps synthesis) must leave free."""
     context_tokens: int = 2048
 
     @property
@@ -102,7 +99,10 @@ class LocalLLM:
                 self._llama = llama_cpp.Llama(
                     model_path=str(self.settings.model_path),
                     n_threads=self.settings.threads,
-                    n_threads_batch=self.settings.batch_threads,
+                    # Also one thread for reading the prompt: with two, llama.cpp's thread pool kept a core busy
+                    # into the first sentence's synthesis (turns bench: TTS of the first piece 476-540 ms with two,
+                    # 385 ms with one; the prompt read ~25 ms slower).
+                    n_threads_batch=self.settings.threads,
                     n_ctx=self.settings.context_tokens,
                     verbose=False,
                 )
