@@ -7,6 +7,7 @@ Whisper model, so the logic is tested without the timing noise of a live microph
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +16,9 @@ import pytest
 from tests.test_endpointing import silence, speak
 from voicecli.capture import AudioBlock
 from voicecli.endpointing import Endpointer
-from voicecli.listening import BargeIn, EchoGate, InputLevel, Listener, ListenEvent, SpokenTurn
+from voicecli.listening import BargeIn, EchoGate, InputLevel, Listener, ListenEvent, SpokenDraft, SpokenTurn
 from voicecli.transcription import Transcriber, TurnTranscriber
+from voicecli.turn_completion import TurnEndPolicy
 
 
 def test_echo_gate() -> None:
@@ -72,3 +74,47 @@ async def test_playback_level_speech_is_gated(tmp_path: Path, transcriber: Trans
     await asyncio.sleep(0.5)
     assert not [e for e in events if isinstance(e, BargeIn | SpokenTurn)]
     assert all(e.gated for e in events if isinstance(e, InputLevel))
+
+
+async def feed_live(listener: Listener, audio: np.ndarray) -> None:
+    """Feed at the pace of a microphone (32 ms blocks stamped with the real clock), so that a draft transcribed at a
+    pause comes back while the pause is still going on, as it does live."""
+    block = 512
+    for index in range(0, len(audio), block):
+        listener._block(AudioBlock(audio[index : index + block], time.monotonic()))
+        await asyncio.sleep(block / 16_000)
+
+
+@pytest.mark.slow
+async def test_a_finished_question_is_drafted_then_confirmed_on_its_shorter_hang_over(
+    tmp_path: Path, transcriber: Transcriber
+) -> None:
+    _, prompt = speak("How many legs does a spider have?", tmp_path)
+    events: list[ListenEvent] = []
+    policy = TurnEndPolicy(default_ms=1500, complete_ms=400, incomplete_ms=2500)
+    listener = Listener(None, Endpointer(silence_ms=1500, tail_ms=120), TurnTranscriber(transcriber),  # type: ignore[arg-type]
+                        events.append, policy=policy)
+    await feed_live(listener, np.concatenate([silence(0.5), prompt, silence(2.0)]))
+    await asyncio.sleep(0.5)
+    drafts = [e for e in events if isinstance(e, SpokenDraft)]
+    turns = [e for e in events if isinstance(e, SpokenTurn)]
+    assert len(drafts) == 1 and len(turns) == 1, events
+    assert drafts[0].hold_ms == 400 and "spider" in drafts[0].text.lower()
+    assert (turns[0].turn, turns[0].text) == (drafts[0].turn, drafts[0].text)  # what makes the draft's answer usable
+    waited = turns[0].marks["turn_confirmed"] - turns[0].marks["speech_end"]
+    assert 0.35 <= waited < 1.0, waited  # the finished question's 400 ms, not the 1.5 s default
+
+
+@pytest.mark.slow
+async def test_speech_after_a_pause_withdraws_the_draft(tmp_path: Path, transcriber: Transcriber) -> None:
+    _, first = speak("How many legs", tmp_path, "first")
+    _, second = speak("does a spider have?", tmp_path, "second")
+    events: list[ListenEvent] = []
+    listener = Listener(None, Endpointer(silence_ms=1500, tail_ms=120), TurnTranscriber(transcriber),  # type: ignore[arg-type]
+                        events.append, policy=TurnEndPolicy(default_ms=1500, complete_ms=1400, incomplete_ms=2500))
+    await feed_live(listener, np.concatenate([silence(0.5), first, silence(0.6), second, silence(2.5)]))
+    await asyncio.sleep(0.5)
+    kinds = [type(e).__name__ for e in events if not isinstance(e, InputLevel)]
+    assert kinds[:2] == ["SpokenDraft", "DraftWithdrawn"], kinds
+    turns = [e for e in events if isinstance(e, SpokenTurn)]
+    assert len(turns) == 1 and "spider" in turns[0].text.lower()  # one turn, the whole question
