@@ -305,3 +305,18 @@ def test_any_truncation_keeps_the_complete_frames_and_never_hangs(cut: int, size
     assert got.dtype == np.float32 and np.all(np.isfinite(got))
     assert np.array_equal(got[: want.shape[0]], want)
     assert got.shape[0] - want.shape[0] in (0, 576)
+
+
+@pytest.mark.parametrize("at", [0, 1234, 4801, 20_000])
+def test_the_endpoints_streams_decode_gaplessly_with_the_protocols_delay(at: int) -> None:
+    """The endpoint's MP3 encoder (as it streams, no Info frame) + this decoder told LAME_TOTAL_DELAY, as the
+    pipeline does: a click comes out at the very sample it went in, so dropping the codec delay never cuts sound."""
+    from voicecli_endpoint.audio_encoding import stream_encoder
+
+    audio = np.zeros(24_000, np.float32)
+    audio[at : at + 240] = 0.5 * np.sin(np.arange(240) / 3)
+    encoder = stream_encoder("mp3")
+    decoder = Mp3StreamDecoder(lame_delay_without_info_frame=LAME_TOTAL_DELAY)
+    out = np.concatenate([decoder.feed(m) for m in [*encoder.encode(audio), *encoder.flush()]] + [decoder.flush()])
+    assert int(np.flatnonzero(np.abs(out) > 0.05)[0]) == int(np.flatnonzero(np.abs(audio) > 0.05)[0])
+    assert len(out) >= len(audio)

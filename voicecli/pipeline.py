@@ -32,7 +32,7 @@ import numpy.typing as npt
 from voicecli.audio_devices import AudioDeviceError
 from voicecli.llm.base import LLM, ChatMessage, LLMError, StreamEnd, TextDelta
 from voicecli.llm.history import Conversation
-from voicecli.mp3_decode import Mp3DecodeError, Mp3StreamDecoder
+from voicecli.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.segmentation import Segmenter, speakable_text
 from voicecli.timeline import Mark, SentenceMarks, SpeculationCounts, TurnTimeline
@@ -481,7 +481,9 @@ class VoicePipeline:
             index = turn.request_index[rid]
             marks = turn.sentences[index]
             if isinstance(event, AudioStart):
-                decoders[rid] = Mp3StreamDecoder()
+                # The endpoint's MP3 is lameenc streamed without an Info frame: drop LAME's 1105-sample codec delay
+                # ourselves (46 ms sooner to the first sound; tests/test_mp3_decode.py pins it to the sample).
+                decoders[rid] = Mp3StreamDecoder(lame_delay_without_info_frame=LAME_TOTAL_DELAY)
             elif isinstance(event, AudioChunk):
                 if marks.first_byte is None:
                     marks.first_byte = event.at
@@ -529,7 +531,7 @@ class VoicePipeline:
     def _decode(self, decoders: dict[str, Mp3StreamDecoder], rid: str, data: bytes) -> Samples:
         if self.settings.audio_format == "pcm16":
             return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
-        decoder = decoders.setdefault(rid, Mp3StreamDecoder())
+        decoder = decoders.setdefault(rid, Mp3StreamDecoder(lame_delay_without_info_frame=LAME_TOTAL_DELAY))
         try:
             return decoder.feed(data)
         except Mp3DecodeError:

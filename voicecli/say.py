@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from voicecli.config import CONSTRAINTS, Config, ConfigError
-from voicecli.mp3_decode import Mp3DecodeError, Mp3StreamDecoder
+from voicecli.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
 from voicecli.pipeline import Samples
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.speaker import Speaker
@@ -238,7 +238,7 @@ class _AudioDecoder:
 
     def __init__(self, audio_format: str) -> None:
         self.format = audio_format
-        self._mp3 = Mp3StreamDecoder()
+        self._mp3 = Mp3StreamDecoder(lame_delay_without_info_frame=LAME_TOTAL_DELAY)
         self._carry = b""
 
     def feed(self, data: bytes) -> Samples:
