@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.standins.bedrock import BedrockStandIn
+from voicecli.tts.base import TTSTransport
 
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 300.0
@@ -154,3 +155,18 @@ def bedrock() -> Iterator[BedrockStandIn]:
     """A ConverseStream stand-in on loopback for the real boto3 client (queue its replies)."""
     with BedrockStandIn() as running:
         yield running
+
+
+@pytest.fixture
+async def transports(server: RunningServer) -> AsyncIterator[dict[str, TTSTransport]]:
+    """Both modes' transports to the session's endpoint, connected (what a chat session holds)."""
+    from voicecli.tts.http_batch import BatchHttpTransport
+    from voicecli.tts.websocket import WebSocketTransport
+
+    made: dict[str, TTSTransport] = {"bidi": WebSocketTransport(server.http_url),
+                                     "batch": BatchHttpTransport(server.http_url)}
+    for transport in made.values():
+        await transport.connect()
+    yield made
+    for transport in made.values():
+        await transport.aclose()

@@ -7,11 +7,9 @@ threshold, that in bidi mode the first sentence's audio arrives while the LLM is
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.conftest import RunningServer
 from tests.standins import bedrock as standin
 from tests.standins.bedrock import BedrockStandIn
 from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
@@ -28,7 +26,6 @@ from voicecli.pipeline import (
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.timeline import Mark
 from voicecli.tts.base import TTSTransport
-from voicecli.tts.http_batch import BatchHttpTransport
 from voicecli.tts.websocket import WebSocketTransport
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dummy_aws_credentials")]
@@ -54,16 +51,6 @@ class Recorder:
     def marks(self) -> list[str]:
         return [e.name for e in self.events if isinstance(e, Mark)]
 
-
-@pytest.fixture
-async def transports(server: RunningServer) -> AsyncIterator[dict[str, TTSTransport]]:
-    made: dict[str, TTSTransport] = {"bidi": WebSocketTransport(server.http_url),
-                                     "batch": BatchHttpTransport(server.http_url)}
-    for transport in made.values():
-        await transport.connect()
-    yield made
-    for transport in made.values():
-        await transport.aclose()
 
 
 def make_pipeline(bedrock: BedrockStandIn, transports: dict[str, TTSTransport], recorder: Recorder,

@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.conftest import RunningServer
 from tests.standins import bedrock as standin
 from tests.standins.bedrock import BedrockStandIn
 from voicecli.listening import DraftWithdrawn, SpokenDraft, SpokenTurn
@@ -31,7 +29,6 @@ from voicecli.pipeline import (
 )
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.tts.base import TTSTransport
-from voicecli.tts.http_batch import BatchHttpTransport
 from voicecli.tts.websocket import WebSocketTransport
 from voicecli.turn_taking import TurnTaker
 
@@ -40,16 +37,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dummy_aws_credentials")
 QUESTION = "What is the capital of France?"
 ANSWER = ["The capital of France", " is Paris.", " It lies on the Seine,", " and it is a large city."]
 
-
-@pytest.fixture
-async def transports(server: RunningServer) -> AsyncIterator[dict[str, TTSTransport]]:
-    made: dict[str, TTSTransport] = {"bidi": WebSocketTransport(server.http_url),
-                                     "batch": BatchHttpTransport(server.http_url)}
-    for transport in made.values():
-        await transport.connect()
-    yield made
-    for transport in made.values():
-        await transport.aclose()
 
 
 class Setup:

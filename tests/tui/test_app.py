@@ -175,3 +175,32 @@ def test_input_line_is_focused_at_start(tmp_path: Path) -> None:
             assert app.screen.has_class("-narrow")
 
     asyncio.run(run())
+
+
+@pytest.mark.slow
+async def test_a_spoken_draft_thinks_ahead_quietly_then_shows_once_confirmed(live_config: Config) -> None:
+    """The speculation state: "thinking ahead" while a draft is answered on hold (nothing in the conversation, no
+    state flicker), then the question, its answer and the waterfall's speculation line once the turn is confirmed."""
+    import time
+
+    from voicecli.listening import SpokenDraft, SpokenTurn
+
+    app = VoiceChatApp(live_config, mute=True)
+    async with app.run_test(size=SIZE):
+        status = app.query_one(StatusBar)
+        await wait_for(lambda: status.state == "idle")
+        assert app.taker is not None
+        question = "What is the capital of France?"
+        now = time.monotonic()
+        app.taker.on_listen(SpokenDraft(question, {"speech_end": now, "transcript_ready": now}, 1, 650))
+        await wait_for(lambda: status.state == "thinking ahead")
+        seen = set()
+        for _ in range(20):  # a second of holding: the state stays put and nothing is shown
+            seen.add(status.state)
+            await asyncio.sleep(0.05)
+        assert seen == {"thinking ahead"} and question not in conversation_text(app)
+        app.taker.on_listen(SpokenTurn(question, {"speech_end": now, "turn_confirmed": time.monotonic()}, 2.0, 1))
+        await wait_for(lambda: app.stats.percentiles("LLM total") is not None)
+        await wait_for(lambda: status.state == "idle")
+        assert conversation_text(app).count(question) == 1
+        assert "thought ahead 1×: 1 used, 0 dropped" in str(app.query_one(LatencyPanel).render())
