@@ -86,7 +86,7 @@ async def test_confirmed_speculation_is_held_then_played_whole(
         assert not setup.pipeline.speaking
         assert [e.state for e in setup.of(Speculation)] == ["started"]  # type: ignore[attr-defined]
         taker.on_listen(final())
-        await taker.drained()
+        await asyncio.wait_for(taker.drained(), 120)
     finished = setup.of(TurnFinished)
     assert len(finished) == 1 and isinstance(finished[0], TurnFinished)
     timeline = finished[0].timeline
@@ -105,21 +105,24 @@ async def test_resumed_speech_cancels_the_answer_unheard_on_the_same_connection(
 ) -> None:
     never = threading.Event()
     longer = "What is the capital of France and of Spain?"
-    bedrock.queue(standin.Reply(deltas=ANSWER, hold_at=2, release=never, hold_timeout_s=60),
+    # Held before its 4th delta: the first sentence is complete (the 3rd delta starts the next one) and spoken on hold
+    # while the LLM is still mid-answer, so the withdrawal must cancel a live LLM stream and a live synthesis.
+    bedrock.queue(standin.Reply(deltas=ANSWER, hold_at=3, release=never, hold_timeout_s=60),
                   standin.Reply(deltas=["Paris and Madrid."]))
     setup = Setup(bedrock, transports)
     try:
         async with setup.taker as taker:
             taker.on_listen(draft())
             await setup.held_audio()  # the LLM is held mid-answer, its first sentence already synthesized
+            assert not setup.of(TurnFinished)  # the LLM is still held mid-answer
             taker.on_listen(DraftWithdrawn(1))
-            await taker.drained()
+            await asyncio.wait_for(taker.drained(), 60)
             assert setup.sink.audio().size == 0
             assert not setup.of(TurnStarted) and not setup.of(TurnFinished)
             assert len(setup.pipeline.history) == 0
             assert [e.state for e in setup.of(Speculation)] == ["started", "cancelled"]  # type: ignore[attr-defined]
             taker.on_listen(final(longer))
-            await taker.drained()
+            await asyncio.wait_for(taker.drained(), 120)
     finally:
         never.set()
     assert setup.socket.reconnects == 0  # the cancel travelled on the one WebSocket, which then served the answer
@@ -143,7 +146,7 @@ async def test_a_changed_final_transcript_replaces_the_speculative_answer(
         taker.on_listen(draft("What is the capital of France?"))
         await setup.held_audio()
         taker.on_listen(final("What is the capital of Spain?"))
-        await taker.drained()
+        await asyncio.wait_for(taker.drained(), 120)
     assert [e.user_text for e in setup.of(TurnStarted)] == ["What is the capital of Spain?"]  # type: ignore[attr-defined]
     assert [m.content for m in setup.pipeline.history.all_messages()] == ["What is the capital of Spain?", "Madrid."]
     second = bedrock.requests[1].body["messages"]
@@ -160,6 +163,24 @@ async def test_a_typed_line_drops_a_speculative_answer(
         taker.on_listen(draft())
         await setup.held_audio()
         taker.submit("Hello?")
-        await taker.drained()
+        await asyncio.wait_for(taker.drained(), 120)
     assert [e.user_text for e in setup.of(TurnStarted)] == ["Hello?"]  # type: ignore[attr-defined]
     assert [m.content for m in setup.pipeline.history.all_messages()] == ["Hello?", "Hello there."]
+
+
+async def test_closing_while_a_failed_speculation_waits_for_its_verdict_returns(
+    bedrock: BedrockStandIn, transports: dict[str, TTSTransport]
+) -> None:
+    """A speculative answer whose LLM failed before any sentence waits for the end of turn to report it; closing
+    the app meanwhile must not hang (the pipeline used to swallow its own task's cancellation)."""
+    bedrock.queue(standin.throttled_mid_stream(after=0))
+    setup = Setup(bedrock, transports)
+    taker = setup.taker
+    taker.start()
+    taker.on_listen(draft())
+    deadline = time.monotonic() + 60
+    while not (setup.pipeline._current is not None and setup.pipeline._current.llm_finished.is_set()):
+        assert time.monotonic() < deadline, "the speculative turn never started"
+        await asyncio.sleep(0.02)
+    await asyncio.wait_for(taker.aclose(), 10)
+    assert setup.sink.audio().size == 0 and not setup.of(TurnStarted)

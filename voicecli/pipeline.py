@@ -309,6 +309,10 @@ class VoicePipeline:
             await self._llm_task
         except asyncio.CancelledError:
             turn.timeline.interrupted = True
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the caller cancelled the turn itself, not our LLM task
+                self._llm_task.cancel()
+                raise
         except AudioDeviceError as exc:  # the speaker went away mid-answer: say so, keep the session usable
             turn.failure = str(exc)
             self._llm_task.cancel()

@@ -50,6 +50,7 @@ class TurnTaker:
         self._busy = False
         self._idle = asyncio.Event()
         self._idle.set()
+        self._closing = False
         self._worker: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
@@ -59,6 +60,7 @@ class TurnTaker:
             self._worker = asyncio.create_task(self._run(), name="turn-taker")
 
     async def aclose(self) -> None:
+        self._closing = True
         self._discard_draft()
         if self._worker is not None:
             self._worker.cancel()
@@ -139,7 +141,7 @@ class TurnTaker:
     # -- the worker ------------------------------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        while True:
+        while not self._closing:
             pending = await self._queue.get()
             self._busy = True
             try:
