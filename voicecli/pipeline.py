@@ -237,6 +237,12 @@ class _Turn:
         return self.timeline.sentences
 
 
+def _mp3_decoder() -> Mp3StreamDecoder:
+    """One request's decoder. The endpoint's MP3 is lameenc streamed without an Info frame, so LAME's 1105-sample
+    codec delay is dropped here (46 ms sooner to the first sound; tests/test_mp3_decode.py pins it to the sample)."""
+    return Mp3StreamDecoder(lame_delay_without_info_frame=LAME_TOTAL_DELAY)
+
+
 class VoicePipeline:
     """Runs turns one at a time. `transports` maps a mode ("bidi", "batch") to the transport that serves it."""
 
@@ -386,12 +392,6 @@ class VoicePipeline:
             return
         await self._cancel(turn)
 
-    def discard_speculation(self) -> None:
-        """Drop the current turn if it is still speculative (held): nothing of it will be heard or kept."""
-        turn = self._current
-        if turn is not None and turn.hold is not None:
-            turn.hold.discard()
-
     async def _cancel(self, turn: _Turn) -> None:
         """Stop a turn's generation and every synthesis it has pending, on the same connection."""
         turn.timeline.interrupted = True
@@ -485,9 +485,7 @@ class VoicePipeline:
             index = turn.request_index[rid]
             marks = turn.sentences[index]
             if isinstance(event, AudioStart):
-                # The endpoint's MP3 is lameenc streamed without an Info frame: drop LAME's 1105-sample codec delay
-                # ourselves (46 ms sooner to the first sound; tests/test_mp3_decode.py pins it to the sample).
-                decoders[rid] = Mp3StreamDecoder(lame_delay_without_info_frame=LAME_TOTAL_DELAY)
+                decoders[rid] = _mp3_decoder()
             elif isinstance(event, AudioChunk):
                 if marks.first_byte is None:
                     marks.first_byte = event.at
@@ -535,7 +533,9 @@ class VoicePipeline:
     def _decode(self, decoders: dict[str, Mp3StreamDecoder], rid: str, data: bytes) -> Samples:
         if self.settings.audio_format == "pcm16":
             return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
-        decoder = decoders.setdefault(rid, Mp3StreamDecoder(lame_delay_without_info_frame=LAME_TOTAL_DELAY))
+        decoder = decoders.get(rid)
+        if decoder is None:  # audio without its start frame (a transport that sends none)
+            decoder = decoders[rid] = _mp3_decoder()
         try:
             return decoder.feed(data)
         except Mp3DecodeError:

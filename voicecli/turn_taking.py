@@ -90,9 +90,13 @@ class TurnTaker:
 
     async def interrupt(self) -> None:
         """Barge-in or Esc: stop what is playing now, drop a speculative answer."""
+        self._stop_now()
+        await self.pipeline.interrupt()
+
+    def _stop_now(self) -> None:
+        """The part of an interruption that must not wait for the event loop: silence, and no speculation."""
         self._discard_draft()
         self.pipeline.stop_audio()
-        await self.pipeline.interrupt()
 
     def on_listen(self, event: ListenEvent) -> None:
         """Act on the listener's events that concern turns (levels and 'heard nothing' are the UI's business)."""
@@ -104,8 +108,7 @@ class TurnTaker:
         elif isinstance(event, SpokenTurn):
             self._spoken(event)
         elif isinstance(event, BargeIn):
-            self._discard_draft()
-            self.pipeline.stop_audio()
+            self._stop_now()
             task = asyncio.ensure_future(self.pipeline.interrupt())
             task.add_done_callback(_consume)
 
