@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningServer
-from voicecli.bench.e2e import MODES, run_e2e
+from voicecli.bench.e2e import MODES, WARM_PROMPT, run_e2e
 from voicecli.bench.target import Target
 from voicecli.bench.texts import E2E_SYSTEM_PROMPT
 from voicecli.config import Config
-from voicecli.llm import LLM, WARM_PROMPT, ChatMessage, StreamEvent
+from voicecli.llm import LLM, ChatMessage, StreamEvent
 from voicecli.session import llm_from_config
 
 pytestmark = pytest.mark.slow

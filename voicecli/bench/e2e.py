@@ -39,7 +39,7 @@ from voicecli.bench.report import (
 from voicecli.bench.target import BenchError, Target, endpoint_stats, parse_rtts, resolve_target, route
 from voicecli.bench.texts import E2E_PROMPTS, E2E_SYSTEM_PROMPT
 from voicecli.config import Config, Setting
-from voicecli.llm import LLM, LLMError, warm_llm
+from voicecli.llm import LLM, ChatMessage, LLMError
 from voicecli.llm.history import Conversation
 from voicecli.pipeline import CollectingSink, PipelineEvent, TurnFailed, VoicePipeline
 from voicecli.session import llm_from_config, llm_label, pipeline_settings
@@ -83,6 +83,30 @@ async def _llm_route(config: Config, rtt: float, shared: LLM | None) -> Any:
             yield llm, True
         finally:
             await llm.aclose()
+
+
+WARM_PROMPT = "(warm-up)"
+"""The untimed request before each timed turn: the same system prompt, a user text no timed prompt starts with."""
+
+
+async def warm_llm(llm: LLM, prompt: str = WARM_PROMPT, system: str = "") -> None:
+    """A tiny untimed generation that leaves the LLM's prompt cache as a real conversation leaves it.
+
+    Why before EVERY turn, and why not with the turn's own prompt: llama.cpp reuses the evaluated prefix of its
+    previous prompt. In a conversation that prefix is the system prompt and the history, never the user's new
+    question, so a real turn pays for evaluating the question. Warming with the system prompt and a different user
+    text makes every timed turn pay exactly that, in both modes (warming with the turn's own prompt would make the
+    timed turn's LLM time to first token a cache hit of ~1 ms, which no user ever gets). For a remote LLM it is
+    just one more short request.
+
+    The app itself does not warm at start-up, though it would spare the first turn ~300 ms of prompt reading: with
+    the prompt read in two pieces instead of one, SmolLM2-135M's first answer to "What is the capital of France?"
+    turned from "Capital of France is Paris." into a run of degenerate French (reproducible, same seed).
+    """
+    stream = llm.stream([ChatMessage("user", prompt)], system=system, max_tokens=1, temperature=0.0)
+    async with contextlib.aclosing(stream) as events:
+        async for _ in events:
+            pass
 
 
 def _metrics(timeline: Any) -> dict[str, float | None]:

@@ -6,7 +6,6 @@ dependencies.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import Any
 
@@ -34,7 +33,6 @@ __all__ = [
     "LLM",
     "MAX_TOKENS",
     "STOP_SEQUENCE",
-    "WARM_PROMPT",
     "ChatMessage",
     "LLMAccessDenied",
     "LLMError",
@@ -46,32 +44,9 @@ __all__ = [
     "StreamEvent",
     "TextDelta",
     "create_llm",
-    "warm_llm",
 ]
 
 BACKENDS = ("local", "bedrock", "openai")
-
-WARM_PROMPT = "(warm-up)"
-"""The untimed warm-up's user text: the same system prompt as real turns, a user text no real turn starts with."""
-
-
-async def warm_llm(llm: LLM, prompt: str = WARM_PROMPT, system: str = "") -> None:
-    """A tiny untimed generation that leaves the LLM's prompt cache as a real conversation leaves it.
-
-    Why: llama.cpp reuses the evaluated prefix of its previous prompt. In a conversation that prefix is the system
-    prompt and the history, never the user's new question, so warming with the system prompt and a different user
-    text makes a measured turn pay exactly what a real one pays (`bench e2e`). For a remote LLM it is just one more
-    short request.
-
-    The app does not warm at start-up, though it would spare the first turn ~300 ms of prompt reading: with the
-    prompt read in two pieces instead of one, SmolLM2-135M's first answer to "What is the capital of France?"
-    turned from "Capital of France is Paris." into a run of degenerate French (reproducible, same seed), and a
-    first answer that bad is worse than a slow one.
-    """
-    stream = llm.stream([ChatMessage("user", prompt)], system=system, max_tokens=1, temperature=0.0)
-    async with contextlib.aclosing(stream) as events:
-        async for _ in events:
-            pass
 
 
 def create_llm(backend: str, **settings: Any) -> LLM:
