@@ -134,7 +134,7 @@ class Headless:
         self.log(audio_note)
         sources: list[asyncio.Task[None]] = []
         try:
-            async with TurnTaker(self.session.pipeline, self.config.get_bool("audio.speculative_answers")) as taker:
+            async with TurnTaker(self.session.pipeline, self.config.audio.speculative_answers) as taker:
                 self.taker = taker
                 if args.text is not None:
                     taker.submit(args.text)
@@ -181,7 +181,7 @@ class Headless:
         pipeline = self.session.pipeline
         taker = self.taker
         sink = pipeline.sink
-        gate = EchoGate(self.config.get_bool("audio.echo_gate"), self.config.get_float("audio.echo_margin_db"),
+        gate = EchoGate(self.config.audio.echo_gate, self.config.audio.echo_margin_db,
                         lambda: pipeline.speaking, getattr(sink, "level_db", lambda: -120.0))
 
         def on_listen(event: ListenEvent) -> None:
@@ -199,7 +199,7 @@ class Headless:
             self.log(f"voice input is off: {exc}")
             return None
         self._listening = True
-        self.log(f"listening on {listener.microphone.device_name} ({self.config.get_str('audio.input_mode')})")
+        self.log(f"listening on {listener.microphone.device_name} ({self.config.audio.input_mode})")
         return asyncio.create_task(listener.run())
 
     async def _wav_turn(self, path: Path) -> None:

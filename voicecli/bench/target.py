@@ -45,17 +45,17 @@ class Target:
 
 async def resolve_target(config: Config, progress: Callable[[str], None]) -> Target:
     """The configured endpoint: `local` (autostarted like `voicecli chat` does) or an http(s)/ws(s) URL."""
-    target = config.get_str("endpoint.target")
-    token = config.get_str("endpoint.token")
+    target = config.endpoint.target
+    token = config.endpoint.token
     if target == "sagemaker":
         raise BenchError("voicecli bench measures a Kokoro endpoint it can reach directly: use --endpoint local or "
                          "a ws:// / http:// URL (SageMaker endpoints: run the container locally and bench that)")
     if target == "local":
         local = await ensure_local_endpoint(
-            config.get_str("endpoint.local.host"), config.get_int("endpoint.local.port"),
-            config.get_str("endpoint.local.engine"), config.get_count("endpoint.local.threads"),
-            config.models_dir, config.get_float("endpoint.connect_timeout_s"),
-            config.get_bool("endpoint.local.autostart"), progress, workers=config.get_count("endpoint.local.workers"))
+            config.endpoint.local.host, config.endpoint.local.port,
+            config.endpoint.local.engine, config.endpoint.local.threads,
+            config.models_dir, config.endpoint.connect_timeout_s,
+            config.endpoint.local.autostart, progress, workers=config.endpoint.local.workers)
         return Target(local.host, local.port, token, local)
     parsed = urllib.parse.urlsplit(target)
     if parsed.scheme in ("https", "wss"):
