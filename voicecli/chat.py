@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicecli.config import Config
+from voicecli.endpointing import SAMPLE_RATE as SPEECH_RATE
 from voicecli.llm import LLMError
 from voicecli.local_endpoint import EndpointStartError
 from voicecli.pipeline import (
@@ -74,8 +75,8 @@ def load_wav_16k(path: Path) -> npt.NDArray[np.float32]:
     except (RuntimeError, OSError) as exc:
         raise OSError(f"cannot read {path} as audio: {exc}") from exc
     mono = data.mean(axis=1)
-    if rate != 16_000:
-        positions = np.arange(0, len(mono) * 16_000 / rate) * rate / 16_000
+    if rate != SPEECH_RATE:
+        positions = np.arange(0, len(mono) * SPEECH_RATE / rate) * rate / SPEECH_RATE
         mono = np.interp(positions, np.arange(len(mono)), mono).astype(np.float32)
     return np.ascontiguousarray(mono, dtype=np.float32)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from voicecli.config import Config
 from voicecli.models.install import status as model_status
-from voicecli.protocol import is_loopback_host
+from voicecli.protocol import INVOCATIONS_PATH, PING_PATH, is_loopback_host
 
 
 @dataclass(frozen=True)
@@ -96,10 +96,10 @@ def check_endpoint(config: Config, timeout_s: float = 2.0) -> Check:
         name = config.endpoint.sagemaker.name
         return Check("endpoint", None, f"SageMaker endpoint {name!r} (checked with the AWS credentials below)")
     if target == "local":
-        url = f"http://{config.endpoint.local.host}:{config.endpoint.local.port}/ping"
+        url = f"http://{config.endpoint.local.host}:{config.endpoint.local.port}{PING_PATH}"
     else:
         url = target.replace("ws://", "http://").replace("wss://", "https://").rstrip("/")
-        url = url.split("/invocations")[0] + "/ping"
+        url = url.split(INVOCATIONS_PATH)[0] + PING_PATH
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             return Check("endpoint", True, f"{url} answered {response.status}")

@@ -26,6 +26,7 @@ import numpy as np
 from voicecli.capture import AudioBlock, Microphone, rms_dbfs
 from voicecli.config import Config
 from voicecli.endpointing import (
+    SAMPLE_RATE,
     Endpointer,
     PushToTalk,
     SpeechEnded,
@@ -186,7 +187,7 @@ class Listener:
         elif isinstance(event, SpeechEnded):
             marks = {"speech_start": self._speech_start or event.last_speech_at, "speech_end": event.last_speech_at,
                      "turn_confirmed": event.at}
-            self._spawn(self._finish(future, marks, len(event.audio) / 16_000, event.turn))
+            self._spawn(self._finish(future, marks, len(event.audio) / SAMPLE_RATE, event.turn))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)

@@ -17,6 +17,7 @@ import httpx
 from voicecli.bench.delay_proxy import DelayProxy, is_loopback
 from voicecli.config import Config
 from voicecli.local_endpoint import LocalEndpoint, ensure_local_endpoint
+from voicecli.protocol import STATS_PATH
 
 
 class BenchError(RuntimeError):
@@ -70,7 +71,7 @@ async def endpoint_stats(target: Target) -> dict[str, Any]:
     """The endpoint's GET /stats (engine, device, threads); empty when it has none."""
     try:
         async with httpx.AsyncClient(timeout=10.0) as client:
-            response = await client.get(f"{target.url}/stats")
+            response = await client.get(f"{target.url}{STATS_PATH}")
         if response.status_code == 200:
             data: dict[str, Any] = response.json()
             keys = ("engine", "device", "workers", "threads", "cpus", "workers_auto", "threads_auto", "max_batch",
@@ -85,7 +86,7 @@ async def endpoint_cpu_s(url: str) -> float | None:
     """CPU seconds the endpoint process has used so far (its /stats `cpu_s`); None when it does not say."""
     try:
         async with httpx.AsyncClient(timeout=10.0) as client:
-            response = await client.get(f"{url}/stats")
+            response = await client.get(f"{url}{STATS_PATH}")
         value = response.json().get("cpu_s") if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None
