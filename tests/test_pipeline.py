@@ -15,7 +15,6 @@ from tests.standins.bedrock import BedrockStandIn
 from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
 from voicecli.llm.history import Conversation
 from voicecli.pipeline import (
-    CollectingSink,
     PipelineEvent,
     PipelineSettings,
     SentenceQueued,
@@ -24,6 +23,7 @@ from voicecli.pipeline import (
     VoicePipeline,
 )
 from voicecli.protocol import SAMPLE_RATE
+from voicecli.sinks import CollectingSink
 from voicecli.timeline import Mark
 from voicecli.tts.base import TTSTransport
 from voicecli.tts.websocket import WebSocketTransport

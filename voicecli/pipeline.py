@@ -24,17 +24,17 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
+from voicecli.audio.pcm import Samples
 from voicecli.audio_devices import AudioDeviceError
 from voicecli.llm.base import LLM, ChatMessage, LLMError, StreamEnd, TextDelta
 from voicecli.llm.history import Conversation
 from voicecli.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.segmentation import Segmenter, speakable_text
+from voicecli.sinks import AudioSink
 from voicecli.timeline import Mark, SentenceMarks, SpeculationCounts, TurnTimeline
 from voicecli.tts.base import (
     AudioChunk,
@@ -46,63 +46,6 @@ from voicecli.tts.base import (
     TransportError,
     TTSTransport,
 )
-
-Samples = npt.NDArray[np.float32]
-
-
-class AudioSink(Protocol):
-    """Where decoded answer audio goes: the speaker (playback.Player), a file, or nowhere (--mute)."""
-
-    def write(self, samples: Samples, answer_id: str) -> None: ...
-
-    def first_played(self, answer_id: str) -> float | None:
-        """Monotonic time the first audible sample of this answer reached the device, if it has."""
-        ...
-
-    def stop(self) -> None:
-        """Silence at once and drop what is buffered (barge-in)."""
-        ...
-
-    def drained(self) -> bool:
-        """True when everything written has been played."""
-        ...
-
-    def finish(self, answer_id: str) -> None:
-        """No more audio will come for this answer (so a gap after it is not an underrun)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class CollectingSink:
-    """Keeps the audio instead of playing it (for --out and --mute): first_played is when it was first written."""
-
-    def __init__(self) -> None:
-        self.chunks: list[Samples] = []
-        self._first: dict[str, float] = {}
-
-    def write(self, samples: Samples, answer_id: str) -> None:
-        self._first.setdefault(answer_id, time.monotonic())
-        self.chunks.append(samples)
-
-    def first_played(self, answer_id: str) -> float | None:
-        return self._first.get(answer_id)
-
-    def stop(self) -> None:
-        pass
-
-    def drained(self) -> bool:
-        return True
-
-    def finish(self, answer_id: str) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def audio(self) -> Samples:
-        return np.concatenate(self.chunks) if self.chunks else np.zeros(0, np.float32)
-
 
 # --- typed events for the UI (like Pipecat frames: data flows one way, interruptions overtake it) --------------
 

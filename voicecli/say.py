@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from voicecli.audio.pcm import Samples
+from voicecli.audio.wav import save_wav
 from voicecli.config import CONSTRAINTS, Config, ConfigError
 from voicecli.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
-from voicecli.pipeline import Samples
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.speaker import Speaker
 from voicecli.tts.base import AudioChunk, AudioDone, AudioFailed, AudioStart, SpeechRequest, TTSTransport
@@ -155,8 +156,6 @@ async def _say(args: argparse.Namespace, config: Config) -> SayReport:
             if local is not None:
                 local.stop()
         if args.out is not None:
-            from voicecli.chat import save_wav
-
             try:
                 save_wav(args.out, samples)
             except OSError as exc:

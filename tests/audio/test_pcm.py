@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicecli.pcm import Pcm16Decoder, pcm16_to_float32
+from voicecli.audio.pcm import Pcm16Decoder, pcm16_to_float32
 
 
 def test_whole_payload_scaling() -> None:
