@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from voicecli.audio.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
 from voicecli.audio.pcm import Samples
 from voicecli.audio_devices import AudioDeviceError
 from voicecli.llm.base import LLM, ChatMessage, LLMError, StreamEnd, TextDelta
 from voicecli.llm.history import Conversation
-from voicecli.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.segmentation import Segmenter, speakable_text
 from voicecli.sinks import AudioSink

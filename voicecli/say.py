@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+from voicecli.audio.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
 from voicecli.audio.pcm import Samples
 from voicecli.audio.wav import save_wav
 from voicecli.config import CONSTRAINTS, Config, ConfigError
-from voicecli.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.speaker import Speaker
 from voicecli.tts.base import AudioChunk, AudioDone, AudioFailed, AudioStart, SpeechRequest, TTSTransport
