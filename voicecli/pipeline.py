@@ -27,14 +27,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from voicecli.audio.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
+from voicecli.audio.mp3_decode import Mp3DecodeError
 from voicecli.audio.pcm import Samples
+from voicecli.audio.streams import StreamDecoder, answer_decoder
 from voicecli.audio_devices import AudioDeviceError
 from voicecli.llm.base import LLM, ChatMessage, LLMError, StreamEnd, TextDelta
 from voicecli.llm.history import Conversation
 from voicecli.protocol import SAMPLE_RATE
-from voicecli.segmentation import Segmenter, speakable_text
+from voicecli.segmentation import Segmenter
 from voicecli.sinks import AudioSink
+from voicecli.speakable import speakable_text
 from voicecli.timeline import Mark, SentenceMarks, SpeculationCounts, TurnTimeline
 from voicecli.tts.base import (
     AudioChunk,
@@ -178,12 +180,6 @@ class _Turn:
     def sentences(self) -> list[SentenceMarks]:
         """The answer's sentences live on the timeline, so the log and the TUI see per-sentence marks."""
         return self.timeline.sentences
-
-
-def _mp3_decoder() -> Mp3StreamDecoder:
-    """One request's decoder. The endpoint's MP3 is lameenc streamed without an Info frame, so LAME's 1105-sample
-    codec delay is dropped here (46 ms sooner to the first sound; tests/test_mp3_decode.py pins it to the sample)."""
-    return Mp3StreamDecoder(lame_delay_without_info_frame=LAME_TOTAL_DELAY)
 
 
 class VoicePipeline:
@@ -403,7 +399,7 @@ class VoicePipeline:
     async def _receive(self, turn: _Turn, transport: TTSTransport) -> None:
         """Audio events -> decoder -> sink, until the LLM is done and every sentence's audio has arrived."""
         timeline = turn.timeline
-        decoders: dict[str, Mp3StreamDecoder] = {}
+        decoders: dict[str, StreamDecoder] = {}
         last_event = time.monotonic()
         while not (turn.llm_finished.is_set() and not turn.pending):
             self._check_played(turn)
@@ -428,7 +424,7 @@ class VoicePipeline:
             index = turn.request_index[rid]
             marks = turn.sentences[index]
             if isinstance(event, AudioStart):
-                decoders[rid] = _mp3_decoder()
+                decoders[rid] = answer_decoder(self.settings.audio_format)
             elif isinstance(event, AudioChunk):
                 if marks.first_byte is None:
                     marks.first_byte = event.at
@@ -473,12 +469,10 @@ class VoicePipeline:
         elif not turn.discarded:
             self.sink.write(samples, turn.answer_id)
 
-    def _decode(self, decoders: dict[str, Mp3StreamDecoder], rid: str, data: bytes) -> Samples:
-        if self.settings.audio_format == "pcm16":
-            return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+    def _decode(self, decoders: dict[str, StreamDecoder], rid: str, data: bytes) -> Samples:
         decoder = decoders.get(rid)
         if decoder is None:  # audio without its start frame (a transport that sends none)
-            decoder = decoders[rid] = _mp3_decoder()
+            decoder = decoders[rid] = answer_decoder(self.settings.audio_format)
         try:
             return decoder.feed(data)
         except Mp3DecodeError:
