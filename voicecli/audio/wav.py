@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from voicecli.audio.pcm import Samples
+from voicecli.audio.resample import resample
 from voicecli.protocol import SAMPLE_RATE
 
 
@@ -29,8 +30,5 @@ def load_wav_16k(path: Path) -> Samples:
         data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
     except (RuntimeError, OSError) as exc:
         raise OSError(f"cannot read {path} as audio: {exc}") from exc
-    mono = data.mean(axis=1)
-    if rate != 16_000:
-        positions = np.arange(0, len(mono) * 16_000 / rate) * rate / 16_000
-        mono = np.interp(positions, np.arange(len(mono)), mono).astype(np.float32)
-    return np.ascontiguousarray(mono, dtype=np.float32)
+    mono = np.ascontiguousarray(data.mean(axis=1), dtype=np.float32)
+    return resample(mono, int(rate), 16_000) if rate != 16_000 else mono
