@@ -13,12 +13,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from voicecli.config import Config, ConfigError
+from voicecli.errors import UserError
 
 Handler = Callable[[argparse.Namespace, Config], int]
-
-
-class UserError(RuntimeError):
-    """An expected failure, reported as one line and exit status 2."""
 
 
 def global_options() -> argparse.ArgumentParser:
@@ -184,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     say_parser.set_defaults(handler=say.run)
 
     bench_parser = commands.add_parser("bench", parents=[common], help="measure latency: batch vs bidi, load")
-    bench.add_arguments(bench_parser)
+    bench.add_arguments(bench_parser, common)
     return parser
 
 

@@ -24,17 +24,19 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
+from voicecli.audio.mp3_decode import Mp3DecodeError
+from voicecli.audio.pcm import Samples
+from voicecli.audio.streams import StreamDecoder, answer_decoder
 from voicecli.audio_devices import AudioDeviceError
 from voicecli.llm.base import LLM, ChatMessage, LLMError, StreamEnd, TextDelta
 from voicecli.llm.history import Conversation
-from voicecli.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
 from voicecli.protocol import SAMPLE_RATE
-from voicecli.segmentation import Segmenter, speakable_text
+from voicecli.segmentation import Segmenter
+from voicecli.sinks import AudioSink
+from voicecli.speakable import speakable_text
 from voicecli.timeline import Mark, SentenceMarks, SpeculationCounts, TurnTimeline
 from voicecli.tts.base import (
     AudioChunk,
@@ -46,63 +48,6 @@ from voicecli.tts.base import (
     TransportError,
     TTSTransport,
 )
-
-Samples = npt.NDArray[np.float32]
-
-
-class AudioSink(Protocol):
-    """Where decoded answer audio goes: the speaker (playback.Player), a file, or nowhere (--mute)."""
-
-    def write(self, samples: Samples, answer_id: str) -> None: ...
-
-    def first_played(self, answer_id: str) -> float | None:
-        """Monotonic time the first audible sample of this answer reached the device, if it has."""
-        ...
-
-    def stop(self) -> None:
-        """Silence at once and drop what is buffered (barge-in)."""
-        ...
-
-    def drained(self) -> bool:
-        """True when everything written has been played."""
-        ...
-
-    def finish(self, answer_id: str) -> None:
-        """No more audio will come for this answer (so a gap after it is not an underrun)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class CollectingSink:
-    """Keeps the audio instead of playing it (for --out and --mute): first_played is when it was first written."""
-
-    def __init__(self) -> None:
-        self.chunks: list[Samples] = []
-        self._first: dict[str, float] = {}
-
-    def write(self, samples: Samples, answer_id: str) -> None:
-        self._first.setdefault(answer_id, time.monotonic())
-        self.chunks.append(samples)
-
-    def first_played(self, answer_id: str) -> float | None:
-        return self._first.get(answer_id)
-
-    def stop(self) -> None:
-        pass
-
-    def drained(self) -> bool:
-        return True
-
-    def finish(self, answer_id: str) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def audio(self) -> Samples:
-        return np.concatenate(self.chunks) if self.chunks else np.zeros(0, np.float32)
-
 
 # --- typed events for the UI (like Pipecat frames: data flows one way, interruptions overtake it) --------------
 
@@ -235,12 +180,6 @@ class _Turn:
     def sentences(self) -> list[SentenceMarks]:
         """The answer's sentences live on the timeline, so the log and the TUI see per-sentence marks."""
         return self.timeline.sentences
-
-
-def _mp3_decoder() -> Mp3StreamDecoder:
-    """One request's decoder. The endpoint's MP3 is lameenc streamed without an Info frame, so LAME's 1105-sample
-    codec delay is dropped here (46 ms sooner to the first sound; tests/test_mp3_decode.py pins it to the sample)."""
-    return Mp3StreamDecoder(lame_delay_without_info_frame=LAME_TOTAL_DELAY)
 
 
 class VoicePipeline:
@@ -460,7 +399,7 @@ class VoicePipeline:
     async def _receive(self, turn: _Turn, transport: TTSTransport) -> None:
         """Audio events -> decoder -> sink, until the LLM is done and every sentence's audio has arrived."""
         timeline = turn.timeline
-        decoders: dict[str, Mp3StreamDecoder] = {}
+        decoders: dict[str, StreamDecoder] = {}
         last_event = time.monotonic()
         while not (turn.llm_finished.is_set() and not turn.pending):
             self._check_played(turn)
@@ -485,7 +424,7 @@ class VoicePipeline:
             index = turn.request_index[rid]
             marks = turn.sentences[index]
             if isinstance(event, AudioStart):
-                decoders[rid] = _mp3_decoder()
+                decoders[rid] = answer_decoder(self.settings.audio_format)
             elif isinstance(event, AudioChunk):
                 if marks.first_byte is None:
                     marks.first_byte = event.at
@@ -530,12 +469,10 @@ class VoicePipeline:
         elif not turn.discarded:
             self.sink.write(samples, turn.answer_id)
 
-    def _decode(self, decoders: dict[str, Mp3StreamDecoder], rid: str, data: bytes) -> Samples:
-        if self.settings.audio_format == "pcm16":
-            return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+    def _decode(self, decoders: dict[str, StreamDecoder], rid: str, data: bytes) -> Samples:
         decoder = decoders.get(rid)
         if decoder is None:  # audio without its start frame (a transport that sends none)
-            decoder = decoders[rid] = _mp3_decoder()
+            decoder = decoders[rid] = answer_decoder(self.settings.audio_format)
         try:
             return decoder.feed(data)
         except Mp3DecodeError:

@@ -14,7 +14,11 @@ from collections.abc import Mapping
 
 from starlette.responses import JSONResponse
 
-from voicecli.protocol import ErrorCode, origin_is_loopback, shown
+from voicecli.protocol import (
+    ErrorCode,
+    shown,
+)
+from voicecli_endpoint.validation import origin_is_loopback
 
 TOKEN_ENV = "VOICECLI_ENDPOINT__TOKEN"
 """Environment variable holding the token: the client's `endpoint.token` override, so one variable sets both."""

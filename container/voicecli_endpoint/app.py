@@ -51,9 +51,7 @@ from voicecli.protocol import (
     InvocationRequest,
     Limits,
     ProtocolError,
-    accept_requests_stream,
     encode_message,
-    parse_invocation,
     shown,
 )
 from voicecli_endpoint.access import (
@@ -71,6 +69,7 @@ from voicecli_endpoint.scheduler import Batching, CancelToken, FairScheduler, Jo
 from voicecli_endpoint.session import WebSocketSession
 from voicecli_endpoint.sizing import BATCH_WINDOW_MS, Parallelism
 from voicecli_endpoint.synthesis import Synthesizer
+from voicecli_endpoint.validation import accept_requests_stream, parse_invocation
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,6 @@ says what to do, never a traceback.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
@@ -30,7 +29,8 @@ from voicecli.pipeline import (
     TurnFinished,
     TurnStarted,
 )
-from voicecli.session import Session, llm_label, open_session
+from voicecli.session import STARTUP_ERRORS, Session, llm_label, open_session
+from voicecli.speaker import open_sink
 from voicecli.timeline import LatencyLog, Mark, SessionStats
 from voicecli.tui.widgets import ConversationView, LatencyPanel, StatusBar
 from voicecli.turn_taking import TurnTaker
@@ -133,9 +133,7 @@ class VoiceChatApp(App[int]):
 
     @work(exclusive=True, group="startup")
     async def start_session(self) -> None:
-        from voicecli.chat import STARTUP_ERRORS, make_sink
-
-        sink, audio_note = make_sink(self.config, self.mute, None)
+        sink, audio_note = open_sink(self.config, self.mute, None)
         self.conversation.notice(f"starting: {audio_note}")
         try:
             self.session = await open_session(self.config, sink, self.progress, self.on_pipeline_event)
@@ -160,15 +158,14 @@ class VoiceChatApp(App[int]):
     async def start_listening(self) -> None:
         """The microphone is optional: without one the app says so and typing still works."""
         from voicecli.capture import NoMicrophoneError
-        from voicecli.listening import EchoGate, open_listener
+        from voicecli.listening import open_gated_listener
         from voicecli.transcription import WhisperModelMissing
 
         assert self.session is not None
         pipeline = self.session.pipeline
-        gate = EchoGate(self.config.audio.echo_gate, self.config.audio.echo_margin_db,
-                        lambda: pipeline.speaking, getattr(pipeline.sink, "level_db", lambda: -120.0))
         try:
-            self.listener = await asyncio.to_thread(open_listener, self.config, self.on_listen_event, gate)
+            self.listener = await open_gated_listener(self.config, self.on_listen_event, lambda: pipeline.speaking,
+                                                      pipeline.sink)
         except NoMicrophoneError as exc:
             self.conversation.notice(f"no microphone ({exc}): voice input is off, typing still works")
             return
