@@ -157,6 +157,7 @@ class RaceScreen(Screen[None]):
     """One race at a time: ask (typed, picked or spoken), watch both bars, hear the bidi answer."""
 
     CSS_PATH = "race.tcss"
+    AUTO_FOCUS = ""  # keys 1-8, n, t, b, s belong to the screen; the input takes focus only with t
     BINDINGS = [
         *(Binding(str(i + 1), f"ask_builtin({i})", show=False) for i in range(min(8, len(DEMO_QUESTIONS)))),
         Binding("n", "ask_next", "Next question"),
@@ -221,7 +222,7 @@ class RaceScreen(Screen[None]):
         return getattr(self.app, "listener", None) is not None
 
     def failed_to_start(self, message: str) -> None:
-        self.query_one("#race-status", Static).update(Text(message, style="bold red"))
+        self.query_one("#race-status", Static).update(Text("could not start (see below)", style="bold red"))
         self.message(message, error=True)
 
     def on_listen(self, event: ListenEvent) -> None:
