@@ -47,6 +47,8 @@ FAIRNESS = ("Fair race: the answer is written once, live, on the batch path, and
             "same pace for bidi; the paths run one after the other on the same endpoint, so neither slows the other.")
 
 LANE_STYLE = {"batch": "yellow", "bidi": "green"}
+LABEL_WIDTH = 20
+"""The figures right of each track (" 1st audio  12.34 s")."""
 
 
 def _seconds(ms: float | None) -> str:
@@ -70,11 +72,11 @@ class RaceBars(Static):
 
     def refresh_view(self, now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
-        width = max(10, (self.size.width or 80) - 24)
+        width = max(10, (self.size.width or 80) - 13 - LABEL_WIDTH)
         spans = {lane: self._span_ms(timeline, now, lane == self.running)
                  for lane, timeline in self.timelines.items()}
         horizon = max([*spans.values(), 1000.0])
-        text = Text()
+        text = Text(no_wrap=True, overflow="crop")  # wrapping would drop the indents that align the tracks
         for lane in LANES:
             timeline = self.timelines.get(lane)
             style = LANE_STYLE[lane]
@@ -86,11 +88,16 @@ class RaceBars(Static):
             end = spans[lane]
             text.append("LLM ", style="dim")
             text.append_text(self._llm_track(timeline, end, horizon, width))
-            text.append(f"  {_seconds(timeline.ms('llm_request', 'llm_done'))}\n")
-            text.append(" " * 9 + "TTS ", style="dim")
+            text.append(f" done {_seconds(timeline.ms('llm_request', 'llm_done')):>8}\n", style="dim")
+            text.append(" " * 9)  # its own segment: SVG renderers (rsvg) drop spaces leading a styled run
+            text.append("TTS ", style="dim")
             text.append_text(self._tts_track(timeline, end, horizon, width, style))
-            text.append(f"  first audio {_seconds(first_audio_ms(timeline))}\n", style=f"bold {style}")
-        text.append(" " * 13 + self._axis(horizon, width), style="dim")
+            text.append(f" 1st audio {_seconds(first_audio_ms(timeline)):>8}\n", style=f"bold {style}")
+        text.append(" " * 13)
+        text.append(self._axis(horizon, width), style="dim")
+        text.append("\n")
+        text.append("░ LLM thinking  ▒ LLM writing  ▲ sentence sent  ◆ first audio byte  █ audio  ┃ done  ♪ played",
+                    style="dim")
         self.update(text)
 
     @staticmethod
@@ -131,7 +138,7 @@ class RaceBars(Static):
         if byte is not None:
             i = self._cell(byte, horizon, width)
             cells[i], styles[i] = "◆", "bold"
-        if "turn_done" in timeline.marks:
+        if "turn_done" in timeline.marks and cells[last] != "◆":  # batch: the first byte comes with the last
             cells[last], styles[last] = "┃", "bold"
         text = Text()
         for char, char_style in zip(cells, styles, strict=True):
