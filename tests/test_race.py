@@ -1,14 +1,28 @@
-"""The race's parts that need no endpoint: the tally, the replay's timing, and the speed-up read from the marks."""
+"""The race: its parts that need no endpoint (the tally, the replay's timing, the speed-up read from the marks), and
+a whole race over the SageMaker transports (the real AWS clients on the loopback stand-ins, the real endpoint behind
+them), where the network share is shown.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.conftest import RunningServer
+from tests.standins import bedrock as standin
+from tests.standins.bedrock import BedrockStandIn
+from tests.standins.sagemaker import Behaviour, SageMakerRuntimeStandIn
+from tests.standins.sagemaker_bidi import BidiBehaviour, BidiStandIn
+from tests.standins.tls import make_self_signed
 from voicecli.llm.base import StreamEnd, StreamEvent, TextDelta
+from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
+from voicecli.pipeline import CollectingSink, PipelineSettings
 from voicecli.race import (
+    Race,
     RaceTally,
     RecordedAnswer,
     RecordingLLM,
@@ -18,6 +32,8 @@ from voicecli.race import (
     speedup,
 )
 from voicecli.timeline import SentenceMarks, TurnTimeline
+from voicecli.tts.base import TTSTransport
+from voicecli.tts.sagemaker import SageMakerBatchTransport, SageMakerBidiTransport, SageMakerTarget
 
 ANSWER = RecordedAnswer(((0.05, "The sky"), (0.10, " is blue."), (0.20, " Light"), (0.30, " scatters.")), "end_turn")
 EARLY_S = 0.002
@@ -134,3 +150,51 @@ def test_the_network_share_needs_the_endpoints_own_time() -> None:
     made.sentences[0].server_first_audio_ms = 420.0
     wait, network = network_share_ms(made)  # type: ignore[misc]
     assert wait == pytest.approx(500.0) and network == pytest.approx(80.0)
+
+
+SECRET = "standin-secret"
+"""The secret key dummy_aws_credentials sets: the bidi stand-in verifies the SDK's chunk signatures with it."""
+
+
+@pytest.fixture
+def sagemaker(server: RunningServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+              dummy_aws_credentials: None) -> Iterator[dict[str, TTSTransport]]:
+    """SageMaker's two ways in, each on its stand-in in front of the real endpoint: the bidirectional stream (bidi)
+    and InvokeEndpoint (batch), as `--endpoint sagemaker` uses them."""
+    tls = make_self_signed(tmp_path / "tls")
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.cert))
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with SageMakerRuntimeStandIn(server.http_url, {"kokoro": Behaviour()}) as runtime, \
+            BidiStandIn(server.http_url, tls, endpoints={"kokoro": BidiBehaviour()}, secret_key=SECRET) as bidi:
+        yield {"bidi": SageMakerBidiTransport(SageMakerTarget("kokoro", "us-east-1", endpoint_url=bidi.url,
+                                                              max_attempts=1)),
+               "batch": SageMakerBatchTransport(SageMakerTarget("kokoro", "us-east-1", endpoint_url=runtime.url,
+                                                                max_attempts=1))}
+
+
+@pytest.mark.slow
+async def test_a_race_over_sagemaker_shows_the_network_share_where_the_transport_reports_it(
+        sagemaker: dict[str, TTSTransport], bedrock: BedrockStandIn) -> None:
+    bedrock.queue(standin.Reply(deltas=["The sky is blue", " because air scatters blue light.",
+                                        " Sunsets are red", " for the same reason."], delay_s=0.05))
+    llm = BedrockLLM(BedrockSettings(endpoint_url=bedrock.url, region="us-east-1"))
+    output = CollectingSink()
+    for transport in sagemaker.values():
+        await transport.connect()
+    try:
+        race = Race(llm, sagemaker, output, PipelineSettings(first_fragment_words=0, first_phrase_words=0))
+        result = await race.run("Why is the sky blue?")
+    finally:
+        for transport in sagemaker.values():
+            await transport.aclose()
+        await llm.aclose()
+    assert result.completed, result.failure
+    batch, bidi = result.timelines["batch"], result.timelines["bidi"]
+    assert [s.text for s in bidi.sentences] == ["The sky is blue because air scatters blue light.",
+                                                "Sunsets are red for the same reason."]
+    assert result.speedup == speedup(batch, bidi) and race.tally.count == 1
+    share = network_share_ms(bidi)  # the bidirectional stream relays the endpoint's own timings
+    assert share is not None and 0 <= share[1] <= share[0]
+    assert network_share_ms(batch) is None  # InvokeEndpoint returns the audio alone
+    assert output.first_played(f"race-1-turn-{bidi.turn_id}") is not None
+    assert output.first_played(f"race-1-turn-{batch.turn_id}") is None

@@ -366,7 +366,7 @@ class Race:
     def _explain(self, lane: str, timeline: TurnTimeline) -> str:
         if self._failures:
             return f"the {lane} path failed: {self._failures[0]}. {_AGAIN}"
-        return f"the race was stopped during the {lane} path. {_AGAIN}"
+        return f"the race was stopped during the {lane} path: ask another question when ready"
 
     async def interrupt(self) -> None:
         """Stop the race now (audio, generation, pending synthesis); the connection stays open."""
