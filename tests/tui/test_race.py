@@ -17,6 +17,7 @@ from tests.conftest import REPO, RunningServer
 from tests.standins.tcp_proxy import CuttableProxy
 from tests.tui.test_app import make_config, wait_for
 from voicecli.config import Config
+from voicecli.listening import SpokenTurn
 from voicecli.pipeline import CollectingSink
 from voicecli.race import DEMO_QUESTIONS, LANES
 from voicecli.tui.app import VoiceChatApp
@@ -142,15 +143,22 @@ async def test_a_dropped_endpoint_gets_a_clear_message_and_the_next_question_wor
         await proxy.stop()
 
 
-async def test_f7_opens_the_race_over_the_chat_session_and_esc_returns(tmp_path: Path, server: RunningServer,
-                                                                       models_dir: Path) -> None:
+async def test_f7_races_a_spoken_question_over_the_chat_session_and_esc_returns(
+        tmp_path: Path, server: RunningServer, models_dir: Path) -> None:
     app = VoiceChatApp(race_config(tmp_path, server.http_url, models_dir), mute=True)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(lambda: app.query_one(StatusBar).state == "idle", 120)
         await pilot.press("f7")
         await pilot.pause()
-        assert isinstance(app.screen, RaceScreen) and app.screen.race is not None
-        assert app.session is not None and app.screen.race.pipeline.transports is app.session.transports
+        screen = app.screen
+        assert isinstance(screen, RaceScreen) and screen.race is not None
+        assert app.session is not None and screen.race.pipeline.transports is app.session.transports
+        # what the microphone hears goes to the race, not to the chat behind it
+        app.on_listen_event(SpokenTurn("Name one planet.", {}, 1.0, 1))
+        await wait_for(lambda: screen.result is not None and not screen.running, 300)
+        assert screen.result is not None and screen.result.completed, screen.result.failure
+        assert {t.origin for t in screen.result.timelines.values()} == {"spoken"}
+        assert app.session.pipeline.history.messages() == []  # the chat answered nothing
         await pilot.press("escape")
         await pilot.pause()
         assert not isinstance(app.screen, RaceScreen)
