@@ -64,3 +64,12 @@ def test_doctor_reports_every_check_with_fixes(tmp_path: Path) -> None:
     for name in ("python", "packages", "model kokoro", "endpoint", "aws credentials"):
         assert f"] {name}" in result.stdout
     assert "fix: voicecli models install --only kokoro" in result.stdout
+
+
+def test_demo_help_says_how_the_race_is_kept_fair(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(["demo", "--help"])
+    assert exited.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "generated ONCE, live, on the batch path" in shown and "replayed at the same times" in shown
+    assert "not in parallel" in shown and "--question" in shown and "--out-dir" in shown

@@ -120,6 +120,28 @@ def _cmd_chat(args: argparse.Namespace, config: Config) -> int:
     return run_chat(args, config)
 
 
+def _cmd_demo(args: argparse.Namespace, config: Config) -> int:
+    from voicecli.tui.race import RaceApp
+
+    app = RaceApp(config, mute=args.mute, question=args.question, out_dir=args.out_dir)
+    app.run()
+    return app.return_code or 0
+
+
+DEMO_HELP = """\
+Race one question through both paths on the same endpoint: batch (the whole answer in one request) and bidi
+(sentence by sentence over the one WebSocket), and show both timelines, the speed-up (batch first audio / bidi first
+audio) in large type and this desk's tally (p50, count). Only the bidi answer is played; b plays the batch one, s saves
+the screen as SVG (and PNG with rsvg-convert).
+
+How it stays fair: the answer is generated ONCE, live, on the batch path, recording when each token arrived; the bidi
+path is fed the same tokens replayed at the same times. Batch is the live one because it synthesizes nothing until the
+last token, so the LLM runs alone and the recording is its own pace. The paths run one after the other, not in
+parallel: on a 2-core machine they would share the LLM and the TTS engine and slow each other unpredictably.
+
+Questions: 1-8 pick a built-in one, t types your own, or speak (with a microphone)."""
+
+
 def _auto_or_count(text: str) -> int | None:
     """`--workers`/`--threads`: "auto" is None (which the config default then decides), else a number 1..64."""
     if text.strip().lower() == "auto":
@@ -140,6 +162,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = commands.add_parser("chat", parents=[common], help="open the voice chat (the default)")
     _add_chat_options(chat)
+
+    demo = commands.add_parser("demo", parents=[common], help="race batch against bidi on one question, live",
+                               description=DEMO_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_argument("--question", default=None, help="race this question as soon as the session is ready")
+    demo.add_argument("--voice", default=None, help="Kokoro voice, e.g. af_heart")
+    demo.add_argument("--mute", action="store_true", help="do not play audio (text and bars only)")
+    demo.add_argument("--out-dir", type=Path, default=None, metavar="DIR",
+                      help="where s saves the race as SVG/PNG (default: the current directory)")
+    demo.set_defaults(handler=_cmd_demo)
 
     models = commands.add_parser("models", parents=[common], help="install and list models")
     models_commands = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)

@@ -441,6 +441,8 @@ class VoicePipeline:
                 if tail.size:
                     self._play(turn, tail)
                 marks.done = event.at
+                if event.timings is not None:
+                    marks.server_first_audio_ms = event.timings.first_audio_ms
                 turn.pending.discard(rid)
             elif isinstance(event, AudioFailed):
                 turn.pending.discard(rid)
