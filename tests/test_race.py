@@ -20,7 +20,7 @@ from tests.standins.sagemaker_bidi import BidiBehaviour, BidiStandIn
 from tests.standins.tls import make_self_signed
 from voicecli.llm.base import StreamEnd, StreamEvent, TextDelta
 from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
-from voicecli.pipeline import CollectingSink, PipelineSettings
+from voicecli.pipeline import PipelineSettings
 from voicecli.race import (
     Race,
     RaceTally,
@@ -31,6 +31,7 @@ from voicecli.race import (
     network_share_ms,
     speedup,
 )
+from voicecli.sinks import CollectingSink
 from voicecli.timeline import SentenceMarks, TurnTimeline
 from voicecli.tts.base import TTSTransport
 from voicecli.tts.sagemaker import SageMakerBatchTransport, SageMakerBidiTransport, SageMakerTarget

@@ -18,8 +18,8 @@ from tests.standins.tcp_proxy import CuttableProxy
 from tests.tui.test_app import make_config, wait_for
 from voicecli.config import Config
 from voicecli.listening import SpokenTurn
-from voicecli.pipeline import CollectingSink
 from voicecli.race import DEMO_QUESTIONS, LANES
+from voicecli.sinks import CollectingSink
 from voicecli.tui.app import VoiceChatApp
 from voicecli.tui.race import RaceApp, RaceBars, RaceScreen
 from voicecli.tui.widgets import StatusBar
