@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from voicecli.config import Config, ConfigError, default_config_text
+from voicecli.config import Config, ConfigError, default_config_text, setting_key
 
 
 @pytest.fixture
@@ -107,3 +107,28 @@ def test_worker_and_thread_counts_take_auto_or_a_number(tmp_path: Path) -> None:
     assert config.get_count("endpoint.local.threads") == 2 and config.get_count("endpoint.local.workers") is None
     with pytest.raises(ConfigError, match=r"endpoint\.local\.workers.*'auto' or a whole number from 1 to 64"):
         Config.load(env={"VOICECLI_ENDPOINT__LOCAL__WORKERS": "0"})
+
+
+def test_only_section_key_names_are_settings() -> None:
+    """The project's own VOICECLI_* variables (container, tests) are not settings and must not stop the program."""
+    others = {"VOICECLI_MODELS_DIR": "x", "VOICECLI_CUDA_COMPAT": "on", "VOICECLI_PYTHON": "/usr/bin/python3",
+              "VOICECLI_ENTRYPOINT_DRY_RUN": "1", "VOICECLI_": ""}
+    config = Config.load(env={**others, "VOICECLI_TTS__VOICE": "bf_emma"}, config_path=None)
+    assert config.get_str("tts.voice") == "bf_emma"
+    assert all(s.source in ("default", "env VOICECLI_TTS__VOICE") for s in config)
+
+
+def test_a_misspelt_setting_name_is_still_refused() -> None:
+    with pytest.raises(ConfigError, match=r"unknown setting 'tts.voise' \(env VOICECLI_TTS__VOISE\)"):
+        Config.load(env={"VOICECLI_TTS__VOISE": "bf_emma"}, config_path=None)
+
+
+@pytest.mark.parametrize(("name", "key"), [
+    ("VOICECLI_ENDPOINT__LOCAL__PORT", "endpoint.local.port"),
+    ("VOICECLI_TTS__VOICE", "tts.voice"),
+    ("VOICECLI_MODELS_DIR", None),
+    ("VOICECLI_CUDA_COMPAT", None),
+    ("OTHER__X", None),
+])
+def test_setting_key_of_an_environment_name(name: str, key: str | None) -> None:
+    assert setting_key(name) == key

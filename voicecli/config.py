@@ -10,6 +10,7 @@ default, and a value from any other layer must have the default's type and pass 
 
 from __future__ import annotations
 
+import logging
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -24,6 +25,11 @@ Value = str | int | float | bool
 
 ENV_PREFIX = "VOICECLI_"
 """Environment overrides: VOICECLI_<SECTION>__<KEY>, double underscore between levels (VOICECLI_TTS__VOICE)."""
+ENV_SEPARATOR = "__"
+"""Only names with it after the prefix are settings. Other VOICECLI_* names belong to someone else (the container's
+VOICECLI_CUDA_COMPAT and VOICECLI_PYTHON, a test's VOICECLI_MODELS_DIR) and are left alone."""
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -189,6 +195,14 @@ def _coerce(key: str, raw: Any, default: Value, origin: str) -> Value:
     return value
 
 
+def setting_key(env_name: str) -> str | None:
+    """The dotted key an environment variable sets (VOICECLI_ENDPOINT__LOCAL__PORT -> endpoint.local.port), or None
+    when the name is not a setting's: no VOICECLI_ prefix, or no double underscore after it (VOICECLI_PYTHON)."""
+    if not env_name.startswith(ENV_PREFIX) or ENV_SEPARATOR not in env_name[len(ENV_PREFIX) :]:
+        return None
+    return env_name[len(ENV_PREFIX) :].lower().replace(ENV_SEPARATOR, ".")
+
+
 def default_config_text() -> str:
     """The shipped defaults: config/default.toml, which voicecli/default.toml links to so that wheels carry it."""
     return resources.files("voicecli").joinpath("default.toml").read_text(encoding="utf-8")
@@ -230,8 +244,12 @@ class Config:
 
         environ = os.environ if env is None else env
         for name, raw in sorted(environ.items()):
-            if name.startswith(ENV_PREFIX):
-                apply(name[len(ENV_PREFIX) :].lower().replace("__", "."), raw, f"env {name}")
+            key = setting_key(name)
+            if key is not None:
+                apply(key, raw, f"env {name}")
+            elif name.startswith(ENV_PREFIX):
+                log.debug("%s is not a setting (settings are %s<SECTION>%s<KEY>): ignored", name, ENV_PREFIX,
+                          ENV_SEPARATOR)
 
         for key, raw in (flags or {}).items():
             if raw is not None:
