@@ -244,9 +244,9 @@ class Config:
 
         environ = os.environ if env is None else env
         for name, raw in sorted(environ.items()):
-            key = setting_key(name)
-            if key is not None:
-                apply(key, raw, f"env {name}")
+            env_key = setting_key(name)
+            if env_key is not None:
+                apply(env_key, raw, f"env {name}")
             elif name.startswith(ENV_PREFIX):
                 log.debug("%s is not a setting (settings are %s<SECTION>%s<KEY>): ignored", name, ENV_PREFIX,
                           ENV_SEPARATOR)
