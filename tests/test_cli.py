@@ -141,3 +141,8 @@ def test_log_flags_send_the_clients_log_to_a_file(tmp_path: Path) -> None:
 def test_completion_command_prints_a_script(shell: str) -> None:
     result = run_cli("completion", shell)
     assert result.returncode == 0 and "voicecli" in result.stdout and "serve" in result.stdout
+
+
+def test_models_install_all_and_only_contradict() -> None:
+    result = run_cli("models", "install", "--all", "--only", "kokoro")
+    assert result.returncode == 2 and "--all and --only" in result.stderr

