@@ -243,3 +243,32 @@ def test_a_partial_file_kept_apart_survives_its_staging_directory(server: tuple[
     fetch(f"{url}/drop", stage / "f", sha256=DIGEST, retry=FAST, partial_dir=partial)
     assert (stage / "f").read_bytes() == DATA and not any(partial.iterdir())
     assert script.seen("/drop")[-1] == f"bytes={len(DATA) // 2}-"
+
+
+def test_hub_files_come_from_the_pinned_commit_and_are_checked(server: tuple[str, Script], tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in hub on loopback (HF_ENDPOINT): a pinned LFS file, and a small file checked by its git id."""
+    import json
+
+    from voicecli.models.catalog import FileSpec, HubFile
+    from voicecli.models.sources import download_hub, git_blob_sha1
+
+    url, script = server
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    small = b'{"config": true}\n'
+    (tmp_path / "ref").write_bytes(small)
+    script.files[f"/test/repo/resolve/{commit}/weights.bin"] = DATA
+    script.files[f"/test/repo/resolve/{commit}/config.json"] = small
+    script.files[f"/api/models/test/repo/revision/{commit}"] = json.dumps({
+        "id": "test/repo", "sha": commit,
+        "siblings": [{"rfilename": "config.json", "size": len(small), "blobId": git_blob_sha1(tmp_path / "ref")}],
+    }).encode()
+    files = [HubFile("test/repo", "weights.bin", "weights.bin", commit), HubFile("test/repo", "config.json",
+                                                                                  "config.json", commit)]
+    download_hub(files, tmp_path / "stage", pins={"weights.bin": FileSpec("weights.bin", len(DATA), DIGEST)})
+    assert (tmp_path / "stage" / "weights.bin").read_bytes() == DATA
+    assert (tmp_path / "stage" / "config.json").read_bytes() == small
+    script.files[f"/test/repo/resolve/{commit}/config.json"] = b'{"config": 1234}\n'  # same size, other bytes
+    with pytest.raises(ModelSourceError, match="does not match the hub's git-sha1"):
+        download_hub(files[1:], tmp_path / "again")
