@@ -17,6 +17,8 @@ from voicecli.paths import default_state_dir
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_HANDLER_NAME = "voicecli"
+"""Ours among the root logger's handlers: replaced on a second call, while others' (a test runner's) stay."""
 
 
 def default_log_file() -> Path:
@@ -44,4 +46,15 @@ def configure_logging(level: str, log_file: Path | None) -> None:
     else:
         handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter(FORMAT))
-    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
+    handler.set_name(_HANDLER_NAME)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:  # a second call replaces the first
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+
+
+def installed_handlers() -> list[logging.Handler]:
+    """The handler(s) `configure_logging` put on the root logger (for loggers that do not propagate, uvicorn's)."""
+    return [h for h in logging.getLogger().handlers if h.get_name() == _HANDLER_NAME]

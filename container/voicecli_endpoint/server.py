@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from voicecli.logs import configure_logging
+from voicecli.logs import configure_logging, installed_handlers
 from voicecli.protocol import DEFAULTS, Limits, is_loopback_host
 from voicecli.server_options import BATCH_WINDOW_MS, DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV
 from voicecli_endpoint import log_redaction
@@ -88,7 +88,7 @@ def serve(
     )
     if log_file is not None:  # uvicorn gave its own loggers stderr handlers: send them to the file too
         for name in ("uvicorn", "uvicorn.access"):
-            logging.getLogger(name).handlers = list(logging.getLogger().handlers)
+            logging.getLogger(name).handlers = installed_handlers()
     log_redaction.install(log_redaction.known_secrets(required))  # after uvicorn made its handlers
     logging.getLogger("uvicorn.error").addFilter(_DenialIsNotAnError())
     uvicorn.Server(config).run()
