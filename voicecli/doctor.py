@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from voicecli.config import Config
 from voicecli.models.install import status as model_status
@@ -28,6 +29,12 @@ class Check:
     ok: bool | None
     detail: str
     fix: str = ""
+
+
+def check_version() -> Check:
+    from voicecli import __version__
+
+    return Check("voicecli", True, f"{__version__} at {Path(__file__).parent}")
 
 
 def check_python() -> Check:
@@ -78,8 +85,16 @@ def check_audio(config: Config) -> list[Check]:
 
 
 def check_models(config: Config) -> list[Check]:
+    from voicecli.models.install import needed, resolved_engine
+
+    engine = resolved_engine(config.endpoint.local.engine)
+    wanted = {spec.name for spec in needed(engine)}
     rows = []
     for row in model_status(config.models_dir):
+        if not row.optional and row.name not in wanted and not row.installed:
+            rows.append(Check(f"model {row.name}", None, f"not needed by the {engine} engine",
+                              f"voicecli models install --only {row.name}"))
+            continue
         if row.optional and not row.installed:
             rows.append(Check(f"model {row.name}", None, "optional, not installed",
                               f"voicecli models install --only {row.name}"))
@@ -153,7 +168,7 @@ def check_sound_server() -> Check:
 
 def run_checks(config: Config) -> list[Check]:
     steps: list[Callable[[], Check | list[Check]]] = [
-        check_python, check_packages, lambda: check_audio(config), lambda: check_models(config),
+        check_version, check_python, check_packages, lambda: check_audio(config), lambda: check_models(config),
         lambda: check_endpoint(config), lambda: check_exposure(config), lambda: check_aws(config),
         check_sound_server,
     ]

@@ -119,6 +119,18 @@ with ``voicecli.audio.mp3_frames``. Without streaming the whole audio comes back
 JSON ``{"code", "message"}`` (the same codes as the WebSocket route; a body over ``max_frame_bytes`` gets 413
 ``frame_too_large`` as soon as that many bytes arrived, chunked or not). When the client disconnects before the
 answer is complete, its synthesis stops (at most the piece being synthesized finishes).
+
+OpenAI-compatible route: ``POST /v1/audio/speech``
+=================================================
+
+The body OpenAI's speech API takes, so OpenAI TTS clients work unchanged (as with Kokoro-FastAPI): JSON
+``{"model", "input", "voice", "response_format": "mp3"|"wav"|"pcm" (default mp3), "speed", "stream": bool
+(default true)}``. ``model`` is any name (the server has one model), ``input`` has the limits of ``text``, ``voice``
+is a Kokoro voice (OpenAI's own names such as ``alloy`` get ``unknown_voice``, which lists the valid ones), ``speed``
+keeps the 0.5..2.0 range, ``pcm`` is raw 24 kHz 16-bit little-endian mono, ``stream_format`` may only be ``audio``,
+and ``instructions`` or any other field is ignored. The answer is exactly that of ``POST /invocations`` for the same
+text, voice, speed and format (streamed when ``stream``), with the same access rules (a client's API key is its
+bearer token) and the same 4xx JSON errors ``{"code", "message"}``.
 """
 
 from __future__ import annotations
@@ -143,6 +155,8 @@ WS_PATH: Final = "/invocations-bidirectional-stream"
 """WebSocket: the session protocol (see "WebSocket route")."""
 STATS_PATH: Final = "/stats"
 """GET: the engine, its sizes and counters (read by the benches)."""
+OPENAI_SPEECH_PATH: Final = "/v1/audio/speech"
+"""POST: OpenAI's speech API shape, so OpenAI TTS clients work unchanged (see "OpenAI-compatible route")."""
 
 AudioFormat = Literal["mp3", "pcm16"]
 """Audio encodings of the WebSocket route."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import unicodedata
 import urllib.parse
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, Final, Literal
 
 from voicecli.protocol import (
     AUDIO_FORMATS,
@@ -22,6 +22,7 @@ from voicecli.protocol import (
     ClientMessage,
     Close,
     ErrorCode,
+    HttpAudioFormat,
     InvocationRequest,
     Limits,
     ProtocolError,
@@ -59,27 +60,27 @@ def is_blank(text: str) -> bool:
     return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in text)
 
 
-def _text(obj: Mapping[str, Any], request_id: RequestId | None, limits: Limits) -> str:
-    text = obj.get("text")
+def _text(obj: Mapping[str, Any], request_id: RequestId | None, limits: Limits, name: str = "text") -> str:
+    text = obj.get(name)
     if text is None:
-        raise ProtocolError(ErrorCode.EMPTY_TEXT, "text is missing", request_id)
+        raise ProtocolError(ErrorCode.EMPTY_TEXT, f"{name} is missing", request_id)
     if not isinstance(text, str):
-        raise ProtocolError(ErrorCode.BAD_FIELD, "text must be a string", request_id)
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"{name} must be a string", request_id)
     if is_blank(text):
         raise ProtocolError(
-            ErrorCode.EMPTY_TEXT, "text is empty or only whitespace, control or zero-width characters", request_id
+            ErrorCode.EMPTY_TEXT, f"{name} is empty or only whitespace, control or zero-width characters", request_id
         )
     if len(text) > limits.max_text_chars:
         raise ProtocolError(
             ErrorCode.TEXT_TOO_LONG,
-            f"text has {len(text)} characters; the limit is {limits.max_text_chars}",
+            f"{name} has {len(text)} characters; the limit is {limits.max_text_chars}",
             request_id,
         )
     surrogate = _lone_surrogate(text)
     if surrogate >= 0:
         raise ProtocolError(
             ErrorCode.INVALID_UTF8,
-            f"text holds a lone surrogate (U+{ord(text[surrogate]):04X}) at character {surrogate}: that is not "
+            f"{name} holds a lone surrogate (U+{ord(text[surrogate]):04X}) at character {surrogate}: that is not "
             "Unicode text and has no UTF-8 encoding; send the text as UTF-8",
             request_id,
         )
@@ -118,16 +119,16 @@ def _speed(obj: Mapping[str, Any], request_id: RequestId | None, limits: Limits)
 
 
 def _format[F: str](
-    obj: Mapping[str, Any], request_id: RequestId | None, allowed: tuple[F, ...], default: F
+    obj: Mapping[str, Any], request_id: RequestId | None, allowed: tuple[F, ...], default: F, name: str = "format"
 ) -> F:
-    value = obj.get("format")
+    value = obj.get(name)
     if value is None:
         return default
     for candidate in allowed:
         if value == candidate:
             return candidate
     raise ProtocolError(
-        ErrorCode.UNKNOWN_FORMAT, f"unknown format {shown(value)}; valid formats: {', '.join(allowed)}", request_id
+        ErrorCode.UNKNOWN_FORMAT, f"unknown {name} {shown(value)}; valid formats: {', '.join(allowed)}", request_id
     )
 
 
@@ -227,6 +228,39 @@ def parse_invocation(
         voice=_voice(obj, None, voices),
         speed=_speed(obj, None, limits),
         format=_format(obj, None, HTTP_AUDIO_FORMATS, DEFAULTS.http_format),
+        stream=stream,
+    )
+
+
+OpenAIFormat = Literal["mp3", "wav", "pcm"]
+OPENAI_FORMATS: Final[tuple[OpenAIFormat, ...]] = ("mp3", "wav", "pcm")
+_OPENAI_TO_HTTP: Final[dict[OpenAIFormat, HttpAudioFormat]] = {"mp3": "mp3", "wav": "wav", "pcm": "pcm16"}
+
+
+def parse_openai_speech(
+    data: bytes,
+    *,
+    voices: Collection[str] | None = None,
+    limits: Limits = DEFAULTS.limits,
+) -> InvocationRequest:
+    """Validate a POST /v1/audio/speech body (OpenAI's shape, see voicecli.protocol's docstring) into the request
+    POST /invocations would make of it, with the same rules and error codes. Raises ProtocolError."""
+    obj = decode_object(data, limits)
+    model = obj.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ProtocolError(ErrorCode.BAD_FIELD, "model must be a string")
+    stream = obj.get("stream", True)
+    if not isinstance(stream, bool):
+        raise ProtocolError(ErrorCode.BAD_FIELD, "stream must be true or false")
+    stream_format = obj.get("stream_format", "audio")
+    if stream_format != "audio":
+        raise ProtocolError(ErrorCode.UNKNOWN_FORMAT,
+                            f"stream_format {shown(stream_format)} is not served; valid: audio (raw audio bytes)")
+    return InvocationRequest(
+        text=_text(obj, None, limits, name="input"),
+        voice=_voice(obj, None, voices),
+        speed=_speed(obj, None, limits),
+        format=_OPENAI_TO_HTTP[_format(obj, None, OPENAI_FORMATS, "mp3", name="response_format")],
         stream=stream,
     )
 

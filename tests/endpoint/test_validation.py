@@ -14,6 +14,7 @@ from voicecli_endpoint.validation import (
     origin_is_loopback,
     parse_client_message,
     parse_invocation,
+    parse_openai_speech,
 )
 
 from tests.request_schema import request_objects, to_json
@@ -243,3 +244,30 @@ def test_every_request_over_the_schema_is_a_message_or_a_protocol_error(data: st
     except ProtocolError as exc:
         reply = encode_message(Error.from_protocol_error(exc))
         assert len(reply.encode("utf-8")) < 1000, reply[:200]
+
+
+def test_openai_speech_body_is_an_invocation() -> None:
+    """OpenAI's shape: input for text, response_format (pcm is pcm16), stream on unless turned off."""
+    body = parse_openai_speech(b'{"model": "tts-1", "input": "Hi.", "voice": "bf_emma", "speed": 1.5, '
+                               b'"instructions": "cheerful"}', voices=VOICES)
+    assert body == InvocationRequest("Hi.", "bf_emma", 1.5, "mp3", True)
+    assert parse_openai_speech(b'{"input": "Hi.", "response_format": "pcm", "stream": false}') == \
+        InvocationRequest("Hi.", DEFAULTS.voice, 1.0, "pcm16", False)
+    assert parse_openai_speech(b'{"input": "Hi.", "response_format": "wav"}').format == "wav"
+
+
+@pytest.mark.parametrize(("body", "code", "words"), [
+    (b'{"model": "tts-1", "voice": "af_heart"}', ErrorCode.EMPTY_TEXT, "input is missing"),
+    (b'{"input": 5}', ErrorCode.BAD_FIELD, "input must be a string"),
+    (b'{"input": "Hi.", "voice": "alloy"}', ErrorCode.UNKNOWN_VOICE, "af_heart"),
+    (b'{"input": "Hi.", "response_format": "opus"}', ErrorCode.UNKNOWN_FORMAT, "mp3, wav, pcm"),
+    (b'{"input": "Hi.", "speed": 4.0}', ErrorCode.BAD_SPEED, "0.5..2.0"),
+    (b'{"input": "Hi.", "stream": "yes"}', ErrorCode.BAD_FIELD, "stream"),
+    (b'{"input": "Hi.", "stream_format": "sse"}', ErrorCode.UNKNOWN_FORMAT, "audio"),
+    (b'{"input": "Hi.", "model": 3}', ErrorCode.BAD_FIELD, "model"),
+    (b'["Hi."]', ErrorCode.NOT_AN_OBJECT, "object"),
+])
+def test_bad_openai_speech_bodies_get_the_usual_codes(body: bytes, code: ErrorCode, words: str) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        parse_openai_speech(body, voices=VOICES)
+    assert caught.value.code == code and words in caught.value.message

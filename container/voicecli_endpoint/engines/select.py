@@ -11,12 +11,12 @@ import logging
 from pathlib import Path
 from typing import Literal
 
+from voicecli.server_options import ENGINE_NAMES, EngineName
 from voicecli_endpoint.engines.base import Engine
 
-log = logging.getLogger(__name__)
+__all__ = ["ENGINE_NAMES", "EngineName", "cuda_available", "load_engine", "resolve_engine_name"]
 
-EngineName = Literal["auto", "onnx", "torch"]
-ENGINE_NAMES: tuple[EngineName, ...] = ("auto", "onnx", "torch")
+log = logging.getLogger(__name__)
 
 
 def cuda_available() -> bool:
