@@ -38,12 +38,16 @@ def check_python() -> Check:
 
 
 def check_packages() -> Check:
+    """The chat's packages (what `scripts/setup` installs); the torch engine's are optional and only reported."""
     wanted = {"textual": "", "sounddevice": "", "faster_whisper": "", "boto3": "", "websockets": "",
               "miniaudio": "", "llama_cpp": "[local-llm]", "kokoro_onnx": "[endpoint]", "misaki": "[endpoint]",
-              "lameenc": "[endpoint]", "torch": "[torch]", "kokoro": "[torch]"}
+              "lameenc": "[endpoint]"}
+    optional = {"torch": "[torch]", "kokoro": "[torch]"}
     missing = {name: extra for name, extra in wanted.items() if importlib.util.find_spec(name) is None}
+    absent = sorted(name for name in optional if importlib.util.find_spec(name) is None)
+    torch_note = f"; torch engine not installed ({', '.join(absent)}: pip install -e '.[torch]')" if absent else ""
     if not missing:
-        return Check("packages", True, f"{len(wanted)} runtime packages importable")
+        return Check("packages", True, f"{len(wanted)} runtime packages importable{torch_note}")
     extras = sorted({extra for extra in missing.values() if extra})
     fix = "pip install -e '.[offline]'" if extras else "pip install -e ."
     return Check("packages", False, "missing: " + ", ".join(sorted(missing)), fix)
