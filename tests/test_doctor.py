@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +38,13 @@ def test_the_chat_profile_without_torch_passes_the_package_check(monkeypatch: py
                         lambda name, *a: None if name in ("torch", "lameenc") else real(name, *a))
     check = doctor.check_packages()
     assert check.ok is False and check.detail == "missing: lameenc" and "[offline]" in check.fix
+
+
+def test_torch_weights_are_not_a_failure_where_the_torch_engine_is_not_installed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    config = Config.load(env={}, flags={"models.dir": str(tmp_path)})
+    rows = {check.name: check for check in doctor.check_models(config)}
+    assert rows["model kokoro-torch"].ok is None and "needs torch" in rows["model kokoro-torch"].detail
+    assert rows["model kokoro"].ok is False, "the onnx engine's model missing is still a failure"

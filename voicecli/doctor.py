@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from voicecli.config import Config
+from voicecli.models.catalog import BY_NAME
 from voicecli.models.install import status as model_status
 from voicecli.protocol import is_loopback_host
 
@@ -88,6 +89,11 @@ def check_models(config: Config) -> list[Check]:
         if row.optional and not row.installed:
             rows.append(Check(f"model {row.name}", None, "optional, not installed",
                               f"voicecli models install --only {row.name}"))
+            continue
+        unusable = [m for m in BY_NAME[row.name].needs if importlib.util.find_spec(m) is None]
+        if unusable and not row.installed:  # weights for an engine this install leaves out (the chat has no torch)
+            rows.append(Check(f"model {row.name}", None, f"not installed, and its engine needs {', '.join(unusable)}",
+                              "pip install -e '.[torch]', then voicecli models install"))
             continue
         rows.append(Check(f"model {row.name}", row.installed,
                           f"{row.size_bytes / 1e6:.0f} MB from {row.source}" if row.installed else "not installed",
