@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import tomllib
+import typing
 from pathlib import Path
 
 import pytest
 
-from voicecli.config import Config, ConfigError, default_config_text
+from voicecli.config import CONSTRAINTS, AutoCount, Config, ConfigError, default_config_text, settings_keys
 
 
 @pytest.fixture
@@ -18,7 +21,7 @@ def user_file(tmp_path: Path) -> Path:
 
 def test_defaults_come_from_the_shipped_file() -> None:
     config = Config.load(env={}, config_path=None)
-    assert config.get_str("tts.voice") == "af_heart"
+    assert config.tts.voice == "af_heart"
     assert config.setting("tts.voice").source == "default"
     assert "voice = \"af_heart\"" in default_config_text()
 
@@ -32,8 +35,8 @@ def test_every_default_key_is_documented_by_a_comment() -> None:
 
 def test_user_file_overrides_defaults(user_file: Path) -> None:
     config = Config.load(config_path=user_file, env={})
-    assert config.get_str("tts.voice") == "am_michael"
-    assert config.get_float("tts.speed") == 1.2
+    assert config.tts.voice == "am_michael"
+    assert config.tts.speed == 1.2
     assert config.setting("tts.voice").source == f"file {user_file}"
     assert config.setting("tts.format").source == "default"
 
@@ -41,16 +44,16 @@ def test_user_file_overrides_defaults(user_file: Path) -> None:
 def test_env_overrides_file(user_file: Path) -> None:
     config = Config.load(config_path=user_file, env={"VOICECLI_TTS__VOICE": "bf_emma",
                                                     "VOICECLI_ENDPOINT__LOCAL__PORT": "9100"})
-    assert config.get_str("tts.voice") == "bf_emma"
-    assert config.get_int("endpoint.local.port") == 9100
+    assert config.tts.voice == "bf_emma"
+    assert config.endpoint.local.port == 9100
     assert config.setting("endpoint.local.port").source == "env VOICECLI_ENDPOINT__LOCAL__PORT"
-    assert config.get_float("tts.speed") == 1.2
+    assert config.tts.speed == 1.2
 
 
 def test_flags_override_env(user_file: Path) -> None:
     config = Config.load(config_path=user_file, env={"VOICECLI_TTS__VOICE": "bf_emma"},
                          flags={"tts.voice": "am_adam", "llm.backend": None})
-    assert config.get_str("tts.voice") == "am_adam"
+    assert config.tts.voice == "am_adam"
     assert config.setting("tts.voice").source == "flag"
     assert config.setting("llm.backend").source == "default"
 
@@ -59,7 +62,7 @@ def test_user_file_is_found_through_xdg(tmp_path: Path, monkeypatch: pytest.Monk
     (tmp_path / "voicecli").mkdir()
     (tmp_path / "voicecli" / "config.toml").write_text('[llm]\nbackend = "bedrock"\n', encoding="utf-8")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    assert Config.load(env={}).get_str("llm.backend") == "bedrock"
+    assert Config.load(env={}).llm.backend == "bedrock"
 
 
 @pytest.mark.parametrize(
@@ -100,10 +103,55 @@ def test_models_dir_defaults_to_xdg_data(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 
 def test_worker_and_thread_counts_take_auto_or_a_number(tmp_path: Path) -> None:
-    assert Config.load(env={}).get_count("endpoint.local.workers") is None
+    assert Config.load(env={}).endpoint.local.workers is None
     config_file = tmp_path / "c.toml"
     config_file.write_text("[endpoint.local]\nthreads = 2\n", encoding="utf-8")
     config = Config.load(config_file, env={"VOICECLI_ENDPOINT__LOCAL__WORKERS": "Auto"})
-    assert config.get_count("endpoint.local.threads") == 2 and config.get_count("endpoint.local.workers") is None
+    assert config.endpoint.local.threads == 2 and config.endpoint.local.workers is None
     with pytest.raises(ConfigError, match=r"endpoint\.local\.workers.*'auto' or a whole number from 1 to 64"):
         Config.load(env={"VOICECLI_ENDPOINT__LOCAL__WORKERS": "0"})
+
+
+def _default_keys() -> set[str]:
+    def walk(table: dict[str, object], prefix: str) -> set[str]:
+        keys: set[str] = set()
+        for name, value in table.items():
+            keys |= walk(value, f"{prefix}{name}.") if isinstance(value, dict) else {f"{prefix}{name}"}
+        return keys
+
+    return walk(tomllib.loads(default_config_text()), "")
+
+
+def test_every_default_key_has_a_typed_field_and_every_field_a_key() -> None:
+    fields = settings_keys()
+    assert len(fields) == len(set(fields))
+    assert set(fields) == _default_keys()
+
+
+def test_each_section_is_a_frozen_dataclass_holding_the_effective_values(user_file: Path) -> None:
+    config = Config.load(config_path=user_file, env={"VOICECLI_AUDIO__ECHO_GATE": "off"})
+    for key in _default_keys():
+        value: object = config
+        for part in key.split("."):
+            value = getattr(value, part)
+        raw = config.setting(key).value
+        if isinstance(CONSTRAINTS.get(key), AutoCount):  # "auto" or a count, kept as text for provenance
+            raw = None if raw == "auto" else int(raw)
+        assert value == raw and type(value) is type(raw), key
+    assert config.tts.speed == 1.2 and config.endpoint.local.port == 9000 and config.audio.echo_gate is False
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.tts.voice = "x"  # type: ignore[misc]
+    hints = typing.get_type_hints(type(config.audio))
+    assert hints["vad_silence_ms"] is int and hints["echo_gate"] is bool and hints["echo_margin_db"] is float
+
+
+def test_override_validates_and_reports_its_source() -> None:
+    config = Config.load(env={}, config_path=None).override({"tts.speed": "1.5", "endpoint.local.threads": 3},
+                                                             "bench delay proxy")
+    assert config.tts.speed == 1.5 and config.endpoint.local.threads == 3
+    assert config.setting("tts.speed").source == "bench delay proxy"
+    assert config.setting("tts.voice").source == "default"
+    with pytest.raises(ConfigError, match=r"tts\.speed = 9 \(x\): expected a number from 0.5 to 2"):
+        config.override({"tts.speed": 9}, "x")
+    with pytest.raises(ConfigError, match=r"unknown setting 'tts\.voise'"):
+        config.override({"tts.voise": "af_heart"}, "x")

@@ -34,8 +34,8 @@ from voicecli.audio_devices import (
     reinitialize_portaudio,
     resolve_device,
 )
+from voicecli.endpointing import SAMPLE_RATE
 
-SAMPLE_RATE = 16_000
 SILENCE_DBFS = -120.0
 """Floor of the level meter: what digital silence reads as."""
 

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from voicecli.config import Config
+from voicecli.endpointing import SAMPLE_RATE as SPEECH_RATE
 from voicecli.llm import LLMError
 from voicecli.local_endpoint import EndpointStartError
 from voicecli.pipeline import (
@@ -74,8 +75,8 @@ def load_wav_16k(path: Path) -> npt.NDArray[np.float32]:
     except (RuntimeError, OSError) as exc:
         raise OSError(f"cannot read {path} as audio: {exc}") from exc
     mono = data.mean(axis=1)
-    if rate != 16_000:
-        positions = np.arange(0, len(mono) * 16_000 / rate) * rate / 16_000
+    if rate != SPEECH_RATE:
+        positions = np.arange(0, len(mono) * SPEECH_RATE / rate) * rate / SPEECH_RATE
         mono = np.interp(positions, np.arange(len(mono)), mono).astype(np.float32)
     return np.ascontiguousarray(mono, dtype=np.float32)
 
@@ -134,7 +135,7 @@ class Headless:
         self.log(audio_note)
         sources: list[asyncio.Task[None]] = []
         try:
-            async with TurnTaker(self.session.pipeline, self.config.get_bool("audio.speculative_answers")) as taker:
+            async with TurnTaker(self.session.pipeline, self.config.audio.speculative_answers) as taker:
                 self.taker = taker
                 if args.text is not None:
                     taker.submit(args.text)
@@ -181,7 +182,7 @@ class Headless:
         pipeline = self.session.pipeline
         taker = self.taker
         sink = pipeline.sink
-        gate = EchoGate(self.config.get_bool("audio.echo_gate"), self.config.get_float("audio.echo_margin_db"),
+        gate = EchoGate(self.config.audio.echo_gate, self.config.audio.echo_margin_db,
                         lambda: pipeline.speaking, getattr(sink, "level_db", lambda: -120.0))
 
         def on_listen(event: ListenEvent) -> None:
@@ -199,7 +200,7 @@ class Headless:
             self.log(f"voice input is off: {exc}")
             return None
         self._listening = True
-        self.log(f"listening on {listener.microphone.device_name} ({self.config.get_str('audio.input_mode')})")
+        self.log(f"listening on {listener.microphone.device_name} ({self.config.audio.input_mode})")
         return asyncio.create_task(listener.run())
 
     async def _wav_turn(self, path: Path) -> None:

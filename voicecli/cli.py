@@ -42,7 +42,7 @@ def _cmd_models_install(args: argparse.Namespace, config: Config) -> int:
     from voicecli.models.install import Installer
 
     console = Console()
-    source = args.source or config.get_str("models.source")
+    source = args.source or config.models.source
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
                   console=console, transient=True) as bar:
         tasks: dict[str, int] = {}
@@ -52,7 +52,7 @@ def _cmd_models_install(args: argparse.Namespace, config: Config) -> int:
                 tasks[label] = int(bar.add_task(label, total=total or None))
             bar.update(tasks[label], completed=done, total=total or None)  # type: ignore[arg-type]
 
-        installer = Installer(config.models_dir, source, config.get_float("models.hub_probe_timeout_s"),
+        installer = Installer(config.models_dir, source, config.models.hub_probe_timeout_s,
                               log=console.print, progress=progress)
         results = installer.install(args.only)
     downloaded = False
@@ -102,14 +102,14 @@ def _cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
     limits = server_limits(config)
     serve(
-        host=args.host or config.get_str("endpoint.local.host"),
-        port=args.port or config.get_int("endpoint.local.port"),
-        engine=args.engine or config.get_str("endpoint.local.engine"),
-        workers=args.workers if args.workers is not None else config.get_count("endpoint.local.workers"),
-        threads=args.threads if args.threads is not None else config.get_count("endpoint.local.threads"),
-        max_batch=args.max_batch if args.max_batch is not None else config.get_count("endpoint.local.max_batch"),
+        host=args.host or config.endpoint.local.host,
+        port=args.port or config.endpoint.local.port,
+        engine=args.engine or config.endpoint.local.engine,
+        workers=args.workers if args.workers is not None else config.endpoint.local.workers,
+        threads=args.threads if args.threads is not None else config.endpoint.local.threads,
+        max_batch=args.max_batch if args.max_batch is not None else config.endpoint.local.max_batch,
         models_dir=config.models_dir,
-        token=config.get_str("endpoint.token"),
+        token=config.endpoint.token,
         max_queued_requests=limits.max_queued_requests,
         max_sessions=limits.max_sessions,
         idle_timeout_s=limits.idle_timeout_s,

@@ -6,17 +6,29 @@ file). Why provenance: when a setting surprises someone, `voicecli config show` 
 The shipped ``config/default.toml`` is both the documentation and the schema: every key lives there with its
 default, and a value from any other layer must have the default's type and pass the constraint listed in
 ``CONSTRAINTS``. Precedence, lowest first: defaults < user file < ``VOICECLI_*`` environment < command-line flags.
+
+Why typed sections: code reads ``config.tts.voice``, not ``config.get_str("tts.voice")``, so mypy checks every use
+(a misspelled key is a type error, not a KeyError at run time). Each TOML table has one frozen dataclass below
+(``[endpoint.local]`` is ``EndpointLocalSettings``, reached as ``config.endpoint.local``), built once from the
+validated values; a test holds the dataclasses and ``config/default.toml`` key for key. Provenance stays per dotted
+key (``config.setting("tts.voice").source``, iteration for `voicecli config show`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
+import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 from voicecli.paths import default_models_dir, default_state_dir, user_config_file
 
@@ -65,7 +77,7 @@ class EndpointTarget:
 
 @dataclass(frozen=True)
 class AutoCount:
-    """"auto" or a whole number within [low, high] (kept as text; read it with `Config.get_count`)."""
+    """"auto" or a whole number within [low, high] (kept as text for provenance; typed as None or the number)."""
 
     low: int
     high: int
@@ -194,11 +206,208 @@ def default_config_text() -> str:
     return resources.files("voicecli").joinpath("default.toml").read_text(encoding="utf-8")
 
 
-class Config:
-    """Effective settings, each remembering its source. Read with the typed getters (`get_str`, `get_int`, ...)."""
+@dataclass(frozen=True)
+class EndpointLocalSettings:
+    """[endpoint.local]: the Kokoro server on this machine (`voicecli serve`, and the one chat autostarts)."""
 
-    def __init__(self, settings: Mapping[str, Setting]) -> None:
-        self._settings = dict(settings)
+    host: str
+    port: int
+    engine: str
+    workers: int | None
+    """None: "auto" (the server sizes it)."""
+    threads: int | None
+    """None: "auto"."""
+    max_batch: int | None
+    """None: "auto"."""
+    autostart: bool
+    max_sessions: int
+    max_queued_requests: int
+    idle_timeout_s: float
+
+
+@dataclass(frozen=True)
+class EndpointSagemakerSettings:
+    """[endpoint.sagemaker]: the SageMaker AI real-time endpoint profile."""
+
+    name: str
+    region: str
+    profile: str
+    transport: str
+    endpoint_url: str
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """[endpoint]: which TTS endpoint to use and how to reach it."""
+
+    target: str
+    connect_timeout_s: float
+    token: str
+    local: EndpointLocalSettings
+    sagemaker: EndpointSagemakerSettings
+
+
+@dataclass(frozen=True)
+class LlmBedrockSettings:
+    """[llm.bedrock]."""
+
+    model_id: str
+    region: str
+    profile: str
+    endpoint_url: str
+
+
+@dataclass(frozen=True)
+class LlmOpenaiSettings:
+    """[llm.openai]."""
+
+    base_url: str
+    model: str
+    api_key_env: str
+
+
+@dataclass(frozen=True)
+class LlmLocalSettings:
+    """[llm.local]."""
+
+    model_file: str
+    threads: int
+    context_tokens: int
+
+
+@dataclass(frozen=True)
+class LlmSettings:
+    """[llm]: which LLM answers, and the sampling settings every backend shares."""
+
+    backend: str
+    system_prompt: str
+    max_tokens: int
+    temperature: float
+    history_turns: int
+    bedrock: LlmBedrockSettings
+    openai: LlmOpenaiSettings
+    local: LlmLocalSettings
+
+
+@dataclass(frozen=True)
+class SttSettings:
+    """[stt]: faster-whisper."""
+
+    model: str
+    beam_size: int
+    device: str
+    compute_type: str
+    language: str
+    threads: int
+    window_s: float
+
+
+@dataclass(frozen=True)
+class TtsSettings:
+    """[tts]: voice, speed, audio format and how answers reach the endpoint."""
+
+    voice: str
+    speed: float
+    format: str
+    mode: str
+
+
+@dataclass(frozen=True)
+class AudioSettings:
+    """[audio]: devices, turn taking and the echo gate."""
+
+    input_device: str
+    output_device: str
+    input_mode: str
+    vad_silence_ms: int
+    speculate_ms: int
+    speculative_answers: bool
+    transcript_aware_turn_end: bool
+    turn_end_complete_ms: int
+    turn_end_incomplete_ms: int
+    echo_gate: bool
+    echo_margin_db: float
+    output_latency_ms: int
+    block_frames: int
+
+
+@dataclass(frozen=True)
+class SegmentationSettings:
+    """[segmentation]: where answers are cut into sentences for TTS."""
+
+    first_fragment_words: int
+    first_phrase_words: int
+    min_sentence_chars: int
+
+
+@dataclass(frozen=True)
+class LatencySettings:
+    """[latency]: the session log and the percentile window."""
+
+    log_path: str
+    window_turns: int
+
+
+@dataclass(frozen=True)
+class ModelsSettings:
+    """[models]: where models live and where they are fetched from."""
+
+    dir: str
+    source: str
+    hub_probe_timeout_s: float
+
+
+def _section_type(hint: Any) -> type[DataclassInstance] | None:
+    """The dataclass a field's annotation names when that field is a nested table, else None."""
+    return hint if isinstance(hint, type) and dataclasses.is_dataclass(hint) else None
+
+
+def _build_section[S: DataclassInstance](cls: type[S], values: Mapping[str, Value], prefix: str) -> S:
+    """One section's dataclass from the validated flat values; a nested dataclass field is the nested table.
+
+    A field without a key, or whose annotation does not match the key's type, is a programming error that every
+    config load would hit; the schema test (tests/test_config.py) also checks the reverse (a key without a field).
+    """
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        key = f"{prefix}{field.name}"
+        hint = hints[field.name]
+        section = _section_type(hint)
+        if section is not None:
+            kwargs[field.name] = _build_section(section, values, key + ".")
+            continue
+        if key not in values:
+            raise TypeError(f"{cls.__name__}.{field.name}: no setting {key!r} in config/default.toml")
+        value: Value | None = values[key]
+        if isinstance(CONSTRAINTS.get(key), AutoCount):
+            value = None if value == "auto" else int(str(value))
+            expected: Any = int | None
+        else:
+            expected = hint
+        if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
+            raise TypeError(f"{cls.__name__}.{field.name} is annotated {hint}, but {key} holds {value!r}")
+        kwargs[field.name] = value
+    return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class Config:
+    """Effective settings as one frozen dataclass per TOML section, plus where each value came from.
+
+    Build it with `Config.load` (tests too: pass `env={...}` or `flags={...}` for the values they need).
+    """
+
+    endpoint: EndpointSettings
+    llm: LlmSettings
+    stt: SttSettings
+    tts: TtsSettings
+    audio: AudioSettings
+    segmentation: SegmentationSettings
+    latency: LatencySettings
+    models: ModelsSettings
+    sources: Mapping[str, Setting] = dataclasses.field(repr=False, compare=False)
+    """Every dotted key's effective value and the layer that set it (provenance; read with `setting`)."""
 
     @classmethod
     def load(
@@ -236,46 +445,57 @@ class Config:
         for key, raw in (flags or {}).items():
             if raw is not None:
                 apply(key, raw, "flag")
-        return cls(settings)
+        return cls._build(settings)
+
+    @classmethod
+    def _build(cls, settings: Mapping[str, Setting]) -> Config:
+        """The typed sections from validated values; the only place a Config is constructed."""
+        values = {key: setting.value for key, setting in settings.items()}
+        hints = typing.get_type_hints(cls)
+        sections: dict[str, Any] = {field.name: _build_section(section, values, field.name + ".")
+                                    for field in dataclasses.fields(cls)
+                                    if (section := _section_type(hints[field.name]))}
+        return cls(**sections, sources=MappingProxyType(dict(settings)))
+
+    def override(self, values: Mapping[str, Value], source: str) -> Config:
+        """A copy with `values` (dotted keys) set, validated like any layer and reported as coming from `source`.
+
+        For code that derives a configuration from the user's (the e2e bench pointing the LLM at its delay proxy).
+        """
+        settings = dict(self.sources)
+        for key, raw in values.items():
+            if key not in settings:
+                raise ConfigError(f"unknown setting {key!r} ({source}); see `voicecli config show` for valid keys")
+            settings[key] = Setting(key, _coerce(key, raw, settings[key].value, source), source)
+        return self._build(settings)
 
     def setting(self, key: str) -> Setting:
-        return self._settings[key]
+        """A dotted key's value and source, for reports (`voicecli config show`, doctor); code reads the sections."""
+        return self.sources[key]
 
     def __iter__(self) -> Iterator[Setting]:
-        return iter(self._settings.values())
-
-    def get_str(self, key: str) -> str:
-        value = self._settings[key].value
-        assert isinstance(value, str), key
-        return value
-
-    def get_int(self, key: str) -> int:
-        value = self._settings[key].value
-        assert isinstance(value, int) and not isinstance(value, bool), key
-        return value
-
-    def get_count(self, key: str) -> int | None:
-        """An `AutoCount` setting: None for "auto", else the number."""
-        value = self.get_str(key)
-        return None if value == "auto" else int(value)
-
-    def get_float(self, key: str) -> float:
-        value = self._settings[key].value
-        assert isinstance(value, float), key
-        return value
-
-    def get_bool(self, key: str) -> bool:
-        value = self._settings[key].value
-        assert isinstance(value, bool), key
-        return value
+        return iter(self.sources.values())
 
     @property
     def models_dir(self) -> Path:
         """Where models live: models.dir, or the XDG data directory."""
-        configured = self.get_str("models.dir")
+        configured = self.models.dir
         return Path(configured).expanduser() if configured else default_models_dir()
 
     @property
     def latency_log_path(self) -> Path:
-        configured = self.get_str("latency.log_path")
+        configured = self.latency.log_path
         return Path(configured).expanduser() if configured else default_state_dir() / "sessions.jsonl"
+
+
+def settings_keys(cls: type[DataclassInstance] = Config, prefix: str = "") -> list[str]:
+    """Every dotted key the dataclasses declare (for the schema test against config/default.toml)."""
+    hints = typing.get_type_hints(cls)
+    keys: list[str] = []
+    for field in dataclasses.fields(cls):
+        section = _section_type(hints[field.name])
+        if section is not None:
+            keys.extend(settings_keys(section, f"{prefix}{field.name}."))
+        elif prefix:
+            keys.append(f"{prefix}{field.name}")
+    return keys

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from voicecli.config import Config
 from voicecli.models.catalog import BY_NAME
 from voicecli.models.install import status as model_status
-from voicecli.protocol import is_loopback_host
+from voicecli.protocol import INVOCATIONS_PATH, PING_PATH, is_loopback_host
 
 
 @dataclass(frozen=True)
@@ -74,9 +74,8 @@ def check_audio(config: Config) -> list[Check]:
         Check("speaker", bool(outputs), f"{len(outputs)} output device(s): {', '.join(outputs[:4])}" if outputs
               else "no output device: answers cannot be played (`--out` still saves them)", "" if outputs else hint),
     ]
-    for key in ("audio.input_device", "audio.output_device"):
-        wanted = config.get_str(key)
-        pool = inputs if key == "audio.input_device" else outputs
+    for key, wanted, pool in (("audio.input_device", config.audio.input_device, inputs),
+                              ("audio.output_device", config.audio.output_device, outputs)):
         if wanted and not wanted.isdigit() and not any(wanted in name for name in pool):
             result.append(Check(key, False, f"{wanted!r} matches no device",
                                 f"set {key} to one of: {', '.join(pool) or '(none)'}"))
@@ -102,15 +101,15 @@ def check_models(config: Config) -> list[Check]:
 
 
 def check_endpoint(config: Config, timeout_s: float = 2.0) -> Check:
-    target = config.get_str("endpoint.target")
+    target = config.endpoint.target
     if target == "sagemaker":
-        name = config.get_str("endpoint.sagemaker.name")
+        name = config.endpoint.sagemaker.name
         return Check("endpoint", None, f"SageMaker endpoint {name!r} (checked with the AWS credentials below)")
     if target == "local":
-        url = f"http://{config.get_str('endpoint.local.host')}:{config.get_int('endpoint.local.port')}/ping"
+        url = f"http://{config.endpoint.local.host}:{config.endpoint.local.port}{PING_PATH}"
     else:
         url = target.replace("ws://", "http://").replace("wss://", "https://").rstrip("/")
-        url = url.split("/invocations")[0] + "/ping"
+        url = url.split(INVOCATIONS_PATH)[0] + PING_PATH
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as response:
             return Check("endpoint", True, f"{url} answered {response.status}")
@@ -118,7 +117,7 @@ def check_endpoint(config: Config, timeout_s: float = 2.0) -> Check:
         return Check("endpoint", False, f"{url} answered {exc.code} (still loading the model?)",
                      "wait for warm-up, then retry")
     except (urllib.error.URLError, OSError) as exc:
-        autostart = target == "local" and config.get_bool("endpoint.local.autostart")
+        autostart = target == "local" and config.endpoint.local.autostart
         return Check("endpoint", None if autostart else False,
                      f"{url} not answering ({getattr(exc, 'reason', exc)})"
                      + ("; `voicecli chat` starts it on demand" if autostart else ""),
@@ -127,10 +126,10 @@ def check_endpoint(config: Config, timeout_s: float = 2.0) -> Check:
 
 def check_exposure(config: Config) -> Check:
     """Whether `voicecli serve` (and the autostarted server) would be open to the network without a token."""
-    host = config.get_str("endpoint.local.host")
+    host = config.endpoint.local.host
     if is_loopback_host(host):
         return Check("endpoint exposure", True, f"the local server binds {host}: this machine only")
-    if config.get_str("endpoint.token"):
+    if config.endpoint.token:
         return Check("endpoint exposure", True, f"the local server binds {host}, beyond loopback; a bearer token "
                      "is required")
     return Check("endpoint exposure", False,
@@ -140,12 +139,12 @@ def check_exposure(config: Config) -> Check:
 
 
 def check_aws(config: Config) -> Check:
-    uses_aws = config.get_str("llm.backend") == "bedrock" or config.get_str("endpoint.target") == "sagemaker"
+    uses_aws = config.llm.backend == "bedrock" or config.endpoint.target == "sagemaker"
     try:
         import boto3
         from botocore.exceptions import BotoCoreError
 
-        profile = config.get_str("llm.bedrock.profile") or None
+        profile = config.llm.bedrock.profile or None
         credentials = boto3.Session(profile_name=profile).get_credentials()
     except (ImportError, BotoCoreError) as exc:
         return Check("aws credentials", False if uses_aws else None, f"unavailable ({exc})",

@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 SAMPLE_RATE = 16_000
+"""The rate of everything the user says: what Silero VAD and Whisper consume, and what the microphone delivers."""
 WINDOW = 512
 """Samples per VAD window: the only size Silero v5/v6 accepts at 16 kHz (32 ms)."""
 _CONTEXT = 64

@@ -26,6 +26,7 @@ import numpy as np
 from voicecli.capture import AudioBlock, Microphone, rms_dbfs
 from voicecli.config import Config
 from voicecli.endpointing import (
+    SAMPLE_RATE,
     Endpointer,
     PushToTalk,
     SpeechEnded,
@@ -186,7 +187,7 @@ class Listener:
         elif isinstance(event, SpeechEnded):
             marks = {"speech_start": self._speech_start or event.last_speech_at, "speech_end": event.last_speech_at,
                      "turn_confirmed": event.at}
-            self._spawn(self._finish(future, marks, len(event.audio) / 16_000, event.turn))
+            self._spawn(self._finish(future, marks, len(event.audio) / SAMPLE_RATE, event.turn))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
@@ -229,10 +230,10 @@ def make_detector(input_mode: str, silence_ms: int, speculate_ms: int = 250) -> 
 
 def turn_end_policy(config: Config) -> TurnEndPolicy:
     return TurnEndPolicy(
-        default_ms=config.get_int("audio.vad_silence_ms"),
-        complete_ms=config.get_int("audio.turn_end_complete_ms"),
-        incomplete_ms=config.get_int("audio.turn_end_incomplete_ms"),
-        transcript_aware=config.get_bool("audio.transcript_aware_turn_end"),
+        default_ms=config.audio.vad_silence_ms,
+        complete_ms=config.audio.turn_end_complete_ms,
+        incomplete_ms=config.audio.turn_end_incomplete_ms,
+        transcript_aware=config.audio.transcript_aware_turn_end,
     )
 
 
@@ -243,10 +244,10 @@ def open_listener(
     or WhisperModelMissing (names the install command). Blocking (~1-2 s): call it via asyncio.to_thread."""
     from voicecli.transcription import transcriber_from_config
 
-    wanted = config.get_str("audio.input_device")
+    wanted = config.audio.input_device
     microphone = Microphone(int(wanted) if wanted.isdigit() else (wanted or None))
     transcriber = transcriber_from_config(config)
     transcriber.warm_up()
-    detector = make_detector(config.get_str("audio.input_mode"), config.get_int("audio.vad_silence_ms"),
-                             config.get_int("audio.speculate_ms"))
+    detector = make_detector(config.audio.input_mode, config.audio.vad_silence_ms,
+                             config.audio.speculate_ms)
     return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate, turn_end_policy(config))

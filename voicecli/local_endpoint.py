@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from voicecli.paths import default_state_dir
-from voicecli.protocol import Limits
+from voicecli.protocol import PING_PATH, Limits
 
 TOKEN_ENV = "VOICECLI_ENDPOINT__TOKEN"
 """Where the server reads its bearer token (voicecli_endpoint.access.TOKEN_ENV; the client's endpoint.token)."""
@@ -35,7 +35,7 @@ class EndpointStartError(RuntimeError):
 def ping(host: str, port: int, timeout_s: float = 1.0) -> int | None:
     """Status of GET /ping (200 ready, 503 warming up), None when nothing answers."""
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}/ping", timeout=timeout_s) as response:
+        with urllib.request.urlopen(f"http://{host}:{port}{PING_PATH}", timeout=timeout_s) as response:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)

@@ -204,7 +204,7 @@ class PipelineSettings:
     max_tokens: int = 256
     temperature: float = 0.7
     first_fragment_words: int = 6
-    first_phrase_words: int = 5
+    first_phrase_words: int = 4
     min_sentence_chars: int = 12
     pause_llm_for_first_audio: bool = True
     """Pause an embedded LLM (one with pause/resume) from the first sentence's request to its first audio, so the

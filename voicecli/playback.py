@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from voicecli.audio_devices import AudioDeviceError, DeviceInfo, load_sounddevice, resolve_device, silence_alsa_errors
+from voicecli.protocol import SAMPLE_RATE
 
 __all__ = ["DEFAULT_LATENCY_S", "AnswerTiming", "OutputStreamError", "PlaybackStats", "Player", "StreamResampler"]
 
@@ -121,7 +122,7 @@ class Player:
         self,
         device: str | int | None = None,
         *,
-        source_rate: int = 24000,
+        source_rate: int = SAMPLE_RATE,
         source_channels: int = 1,
         latency: float | str = DEFAULT_LATENCY_S,
         block_ms: float = 10.0,

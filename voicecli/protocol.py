@@ -135,6 +135,15 @@ from typing import Any, ClassVar, Final, Literal
 SAMPLE_RATE: Final = 24_000
 """The only output rate: Kokoro-82M's."""
 
+PING_PATH: Final = "/ping"
+"""GET: 200 once the model is loaded and warm, 503 before (SageMaker's health check; clients poll it)."""
+INVOCATIONS_PATH: Final = "/invocations"
+"""POST: one synthesis, whole or streamed (see "HTTP route")."""
+WS_PATH: Final = "/invocations-bidirectional-stream"
+"""WebSocket: the session protocol (see "WebSocket route")."""
+STATS_PATH: Final = "/stats"
+"""GET: the engine, its sizes and counters (read by the benches)."""
+
 AudioFormat = Literal["mp3", "pcm16"]
 """Audio encodings of the WebSocket route."""
 HttpAudioFormat = Literal["wav", "mp3", "pcm16"]

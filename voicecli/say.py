@@ -104,13 +104,13 @@ def _progress(message: str) -> None:
 
 def _settings(args: argparse.Namespace, config: Config) -> tuple[str, str, float, str]:
     """mode, voice, speed, format: the flag when given, else the configuration (cli maps --mode/--voice already)."""
-    mode = args.mode or config.get_str("tts.mode")
-    voice = args.voice or config.get_str("tts.voice")
-    speed = config.get_float("tts.speed") if args.speed is None else float(args.speed)
+    mode = args.mode or config.tts.mode
+    voice = args.voice or config.tts.voice
+    speed = config.tts.speed if args.speed is None else float(args.speed)
     problem = CONSTRAINTS["tts.speed"].check(speed)
     if problem is not None:
         raise SayError(f"--speed {speed:g}: expected {problem}")
-    audio_format = args.format or config.get_str("tts.format")
+    audio_format = args.format or config.tts.format
     return mode, voice, speed, audio_format
 
 

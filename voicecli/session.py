@@ -26,55 +26,55 @@ Progress = Callable[[str], None]
 
 
 def llm_from_config(config: Config) -> LLM:
-    backend = config.get_str("llm.backend")
+    backend = config.llm.backend
     settings: dict[str, Any]
     if backend == "local":
-        settings = {"models_dir": config.models_dir, "model_file": config.get_str("llm.local.model_file"),
-                    "threads": config.get_int("llm.local.threads"),
-                    "context_tokens": config.get_int("llm.local.context_tokens")}
+        settings = {"models_dir": config.models_dir, "model_file": config.llm.local.model_file,
+                    "threads": config.llm.local.threads,
+                    "context_tokens": config.llm.local.context_tokens}
     elif backend == "bedrock":
-        settings = {"model_id": config.get_str("llm.bedrock.model_id"), "region": config.get_str("llm.bedrock.region"),
-                    "profile": config.get_str("llm.bedrock.profile"),
-                    "endpoint_url": config.get_str("llm.bedrock.endpoint_url")}
+        settings = {"model_id": config.llm.bedrock.model_id, "region": config.llm.bedrock.region,
+                    "profile": config.llm.bedrock.profile,
+                    "endpoint_url": config.llm.bedrock.endpoint_url}
     else:
-        settings = {"base_url": config.get_str("llm.openai.base_url"), "model": config.get_str("llm.openai.model"),
-                    "api_key_env": config.get_str("llm.openai.api_key_env")}
+        settings = {"base_url": config.llm.openai.base_url, "model": config.llm.openai.model,
+                    "api_key_env": config.llm.openai.api_key_env}
     return create_llm(backend, **settings)
 
 
 def llm_label(config: Config) -> str:
-    backend = config.get_str("llm.backend")
+    backend = config.llm.backend
     if backend == "local":
         return "local SmolLM2-135M"
     if backend == "bedrock":
-        return f"bedrock {config.get_str('llm.bedrock.model_id')}"
-    return f"openai {config.get_str('llm.openai.model')}"
+        return f"bedrock {config.llm.bedrock.model_id}"
+    return f"openai {config.llm.openai.model}"
 
 
 def server_limits(config: Config) -> Limits:
     """The limits `voicecli serve` and the autostarted local server enforce (endpoint.local.*)."""
     return dataclasses.replace(
         DEFAULTS.limits,
-        max_sessions=config.get_int("endpoint.local.max_sessions"),
-        max_queued_requests=config.get_int("endpoint.local.max_queued_requests"),
-        idle_timeout_s=config.get_float("endpoint.local.idle_timeout_s"),
+        max_sessions=config.endpoint.local.max_sessions,
+        max_queued_requests=config.endpoint.local.max_queued_requests,
+        idle_timeout_s=config.endpoint.local.idle_timeout_s,
     )
 
 
 def pipeline_settings(config: Config) -> PipelineSettings:
     return PipelineSettings(
-        mode=config.get_str("tts.mode"),
-        voice=config.get_str("tts.voice"),
-        speed=config.get_float("tts.speed"),
-        audio_format=config.get_str("tts.format"),
-        system_prompt=config.get_str("llm.system_prompt"),
-        max_tokens=config.get_int("llm.max_tokens"),
-        temperature=config.get_float("llm.temperature"),
-        first_fragment_words=config.get_int("segmentation.first_fragment_words"),
-        first_phrase_words=config.get_int("segmentation.first_phrase_words"),
+        mode=config.tts.mode,
+        voice=config.tts.voice,
+        speed=config.tts.speed,
+        audio_format=config.tts.format,
+        system_prompt=config.llm.system_prompt,
+        max_tokens=config.llm.max_tokens,
+        temperature=config.llm.temperature,
+        first_fragment_words=config.segmentation.first_fragment_words,
+        first_phrase_words=config.segmentation.first_phrase_words,
         # The embedded LLM and a local endpoint share the cores: lend the LLM's to the first sentence's synthesis.
-        pause_llm_for_first_audio=config.get_str("endpoint.target") == "local",
-        min_sentence_chars=config.get_int("segmentation.min_sentence_chars"),
+        pause_llm_for_first_audio=config.endpoint.target == "local",
+        min_sentence_chars=config.segmentation.min_sentence_chars,
     )
 
 
@@ -110,15 +110,15 @@ def sagemaker_transports(config: Config) -> tuple[dict[str, TTSTransport], str]:
     )
 
     target = SageMakerTarget(
-        endpoint_name=config.get_str("endpoint.sagemaker.name"),
-        region=config.get_str("endpoint.sagemaker.region") or None,
-        profile=config.get_str("endpoint.sagemaker.profile") or None,
-        endpoint_url=config.get_str("endpoint.sagemaker.endpoint_url") or None,
+        endpoint_name=config.endpoint.sagemaker.name,
+        region=config.endpoint.sagemaker.region or None,
+        profile=config.endpoint.sagemaker.profile or None,
+        endpoint_url=config.endpoint.sagemaker.endpoint_url or None,
     )
-    kind = config.get_str("endpoint.sagemaker.transport")
+    kind = config.endpoint.sagemaker.transport
     streaming: TTSTransport
     if kind == "bidi":
-        streaming = SageMakerBidiTransport(target, connect_timeout_s=config.get_float("endpoint.connect_timeout_s"))
+        streaming = SageMakerBidiTransport(target, connect_timeout_s=config.endpoint.connect_timeout_s)
     elif kind == "stream":
         streaming = SageMakerStreamTransport(target)
     else:
@@ -130,19 +130,19 @@ def sagemaker_transports(config: Config) -> tuple[dict[str, TTSTransport], str]:
 async def open_transports(config: Config, progress: Progress) -> tuple[dict[str, TTSTransport], str,
                                                                          LocalEndpoint | None]:
     """Connect and warm the transports for both modes; bidi's connection then serves the whole session."""
-    target = config.get_str("endpoint.target")
-    token = config.get_str("endpoint.token")
-    timeout = config.get_float("endpoint.connect_timeout_s")
+    target = config.endpoint.target
+    token = config.endpoint.token
+    timeout = config.endpoint.connect_timeout_s
     local: LocalEndpoint | None = None
     if target == "sagemaker":
         transports, label = sagemaker_transports(config)
     else:
         if target == "local":
             local = await ensure_local_endpoint(
-                config.get_str("endpoint.local.host"), config.get_int("endpoint.local.port"),
-                config.get_str("endpoint.local.engine"), config.get_count("endpoint.local.threads"),
-                config.models_dir, timeout, config.get_bool("endpoint.local.autostart"), progress,
-                token=token, limits=server_limits(config), workers=config.get_count("endpoint.local.workers"))
+                config.endpoint.local.host, config.endpoint.local.port,
+                config.endpoint.local.engine, config.endpoint.local.threads,
+                config.models_dir, timeout, config.endpoint.local.autostart, progress,
+                token=token, limits=server_limits(config), workers=config.endpoint.local.workers)
             url = local.url
         else:
             url = target
@@ -183,6 +183,6 @@ async def open_session(
         if local is not None:
             local.stop()
         raise
-    history = Conversation(max_turns=config.get_int("llm.history_turns"))
+    history = Conversation(max_turns=config.llm.history_turns)
     pipeline = VoicePipeline(llm, transports, sink, pipeline_settings(config), history, on_event)
     return Session(config, pipeline, label, local, transports)

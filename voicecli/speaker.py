@@ -42,6 +42,6 @@ class Speaker:
 
 def open_speaker(config: Config) -> Speaker:
     """The configured output device (audio.output_device: name, index, or empty for the default)."""
-    wanted = config.get_str("audio.output_device")
+    wanted = config.audio.output_device
     device: str | int | None = int(wanted) if wanted.isdigit() else (wanted or None)
-    return Speaker(Player(device, latency=config.get_int("audio.output_latency_ms") / 1000))
+    return Speaker(Player(device, latency=config.audio.output_latency_ms / 1000))

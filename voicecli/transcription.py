@@ -199,14 +199,14 @@ class Transcriber:
 def transcriber_from_config(config: Config) -> Transcriber:
     """The [stt] section as a Transcriber (loads the model: blocking, ~0.5 s for tiny.en)."""
     return Transcriber(
-        config.get_str("stt.model"),
-        beam_size=config.get_int("stt.beam_size"),
-        device=config.get_str("stt.device"),
-        compute_type=config.get_str("stt.compute_type"),
-        threads=config.get_int("stt.threads"),
-        language=config.get_str("stt.language") or None,
+        config.stt.model,
+        beam_size=config.stt.beam_size,
+        device=config.stt.device,
+        compute_type=config.stt.compute_type,
+        threads=config.stt.threads,
+        language=config.stt.language or None,
         models_dir=config.models_dir,
-        window_s=config.get_float("stt.window_s"),
+        window_s=config.stt.window_s,
     )
 
 

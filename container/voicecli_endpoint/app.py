@@ -41,7 +41,11 @@ from starlette.websockets import WebSocket
 from voicecli.protocol import (
     CONTENT_TYPES,
     DEFAULTS,
+    INVOCATIONS_PATH,
+    PING_PATH,
     SAMPLE_RATE,
+    STATS_PATH,
+    WS_PATH,
     Error,
     ErrorCode,
     InvocationRequest,
@@ -462,10 +466,10 @@ async def bidirectional_stream(websocket: WebSocket) -> None:
 
 
 ROUTES: list[BaseRoute] = [
-    Route("/ping", ping, methods=["GET"]),
-    Route("/invocations", invocations, methods=["POST"]),
-    WebSocketRoute("/invocations-bidirectional-stream", bidirectional_stream),
-    Route("/stats", stats, methods=["GET"]),
+    Route(PING_PATH, ping, methods=["GET"]),
+    Route(INVOCATIONS_PATH, invocations, methods=["POST"]),
+    WebSocketRoute(WS_PATH, bidirectional_stream),
+    Route(STATS_PATH, stats, methods=["GET"]),
 ]
 
 

@@ -37,6 +37,16 @@ below the onset of a fricative; an MP3 stream adds ~46 ms of codec delay in fron
 TAIL_KEEP_S = 0.25
 """Silence kept after a piece's last sound: with the next piece's lead, a natural ~280 ms pause between
 sentences and clauses."""
+MID_PHRASE_TAIL_KEEP_S = 0.04
+"""Silence kept after a text that stops mid-phrase (its last character is a letter or digit): the client's
+adaptive first fragment cuts "The capital of France | is Paris." to start speaking sooner, and a sentence-sized
+pause inside a phrase would give the cut away."""
+
+
+def tail_keep_s(text: str) -> float:
+    """The silence to keep after the last piece of `text`: short when the text stops mid-phrase."""
+    stripped = text.rstrip()
+    return MID_PHRASE_TAIL_KEEP_S if stripped and stripped[-1].isalnum() else TAIL_KEEP_S
 
 
 def trim_silence(audio: Audio, rate: int, lead_keep_s: float = LEAD_KEEP_S, tail_keep_s: float = TAIL_KEEP_S) -> Audio:
@@ -109,12 +119,14 @@ class Synthesizer:
         prepared = await self.scheduler.submit(key, lambda: self.pieces_of(text), token, first=first,
                                                playout=playout)
         extra_wait, extra_run = prepared.queue_wait_s, prepared.run_s
+        last = len(prepared.value) - 1
         for index, phonemes in enumerate(prepared.value):
             synthesize = partial(self.engine.synthesize_phonemes, phonemes, voice, speed)
             done = await self.scheduler.submit(key, synthesize, token, first=first and index == 0,
                                                item=(phonemes, voice, speed))
             self.pieces_synthesized += 1
-            audio = trim_silence(done.value, SAMPLE_RATE)
+            audio = trim_silence(done.value, SAMPLE_RATE,
+                                 tail_keep_s=tail_keep_s(text) if index == last else TAIL_KEEP_S)
             yield Piece(audio, index, phonemes, done.queue_wait_s + extra_wait, done.run_s + extra_run)
             extra_wait = extra_run = 0.0
         if not prepared.value:  # the user's words are theirs: their text is logged at DEBUG only

@@ -17,10 +17,10 @@ def exchange(conversation: Conversation, n: int) -> None:
     conversation.add_assistant(f"answer {n}")
 
 
-def test_keeps_max_turns_exchanges_plus_the_question() -> None:
-    conversation = Conversation(max_turns=2)
+def test_keeps_at_most_max_turns_exchanges_plus_the_question() -> None:
+    conversation = Conversation(max_turns=4)
     for n in range(5):
-        exchange(conversation, n)
+        exchange(conversation, n)  # the fifth exchange overflows: back to the last two
     conversation.add_user("question 5")
     assert conversation.messages() == [
         ChatMessage("user", "question 3"),
@@ -30,6 +30,34 @@ def test_keeps_max_turns_exchanges_plus_the_question() -> None:
         ChatMessage("user", "question 5"),
     ]
     assert len(conversation) == 5  # storage is bounded too, not just the view
+
+
+def test_the_window_moves_in_steps_so_the_prompt_prefix_stays_put() -> None:
+    """Each prompt extends the previous one except at an overflow, which happens once every max_turns / 2 + 1 turns
+    (a window sliding one exchange per turn would change the prompt's start every turn: a full re-read)."""
+    conversation = Conversation(max_turns=8)
+    previous: list[ChatMessage] = []
+    rewrites = []
+    for n in range(30):
+        conversation.add_user(f"question {n}")
+        prompt = conversation.messages()
+        assert sum(m.role == "user" for m in prompt) <= 9
+        if prompt[: len(previous)] != previous:
+            rewrites.append(n)
+        conversation.add_assistant(f"answer {n}")
+        previous = [*prompt, ChatMessage("assistant", f"answer {n}")]  # what the LLM's context now holds
+    assert rewrites == [9, 14, 19, 24, 29]
+
+
+def test_speculative_context_equals_the_confirmed_one() -> None:
+    """A speculative answer is generated from messages_with(); the confirmed turn must send the same prompt,
+    or the LLM re-reads it (and the speculation answered a different context)."""
+    conversation = Conversation(max_turns=2, max_chars=80)
+    for n in range(7):
+        trial = conversation.messages_with(f"question {n}")
+        conversation.add_user(f"question {n}")
+        assert conversation.messages() == trial
+        conversation.add_assistant(f"answer {n} " + "x" * (n * 7))
 
 
 def test_zero_turns_sends_only_the_question() -> None:
@@ -44,7 +72,8 @@ def test_character_budget_drops_oldest_turns_first() -> None:
     conversation.add_user("a" * 30)
     conversation.add_assistant("b" * 20)
     conversation.add_user("c" * 10)
-    conversation.add_assistant("d" * 10)
+    conversation.add_assistant("d" * 10)  # 70 characters: over the budget, down to half of it
+    assert [m.content[0] for m in conversation.messages()] == ["c", "d"]
     conversation.add_user("e" * 20)
     assert [m.content[0] for m in conversation.messages()] == ["c", "d", "e"]
 

@@ -38,7 +38,7 @@ from voicecli.bench.report import (
 )
 from voicecli.bench.target import BenchError, Target, endpoint_stats, parse_rtts, resolve_target, route
 from voicecli.bench.texts import E2E_PROMPTS, E2E_SYSTEM_PROMPT
-from voicecli.config import Config, Setting
+from voicecli.config import Config
 from voicecli.llm import LLM, ChatMessage, LLMError
 from voicecli.llm.history import Conversation
 from voicecli.pipeline import CollectingSink, PipelineEvent, TurnFailed, VoicePipeline
@@ -60,18 +60,16 @@ POST_FIGURES = {"bidi_speedup_local": 2.4, "bidi_speedup_remote": 3.5}
 
 def _proxied_openai(config: Config, proxy_port: int) -> Config:
     """The same config with llm.openai.base_url pointing at the delay proxy instead of the server."""
-    parsed = urllib.parse.urlsplit(config.get_str("llm.openai.base_url"))
+    parsed = urllib.parse.urlsplit(config.llm.openai.base_url)
     moved = parsed._replace(netloc=f"127.0.0.1:{proxy_port}").geturl()
-    settings = {s.key: s for s in config}
-    settings["llm.openai.base_url"] = Setting("llm.openai.base_url", moved, "bench delay proxy")
-    return Config(settings)
+    return config.override({"llm.openai.base_url": moved}, "bench delay proxy")
 
 
 @contextlib.asynccontextmanager
 async def _llm_route(config: Config, rtt: float, shared: LLM | None) -> Any:
     """The LLM to use at this RTT: the shared one, or for a loopback OpenAI-compatible server, one behind a proxy."""
-    parsed = urllib.parse.urlsplit(config.get_str("llm.openai.base_url"))
-    proxied = (config.get_str("llm.backend") == "openai" and rtt > 0 and parsed.hostname is not None
+    parsed = urllib.parse.urlsplit(config.llm.openai.base_url)
+    proxied = (config.llm.backend == "openai" and rtt > 0 and parsed.hostname is not None
                and is_loopback(parsed.hostname))
     if not proxied:
         assert shared is not None
@@ -240,17 +238,17 @@ def build_result(name: str, samples: list[Sample], config: Config, runs: int, rt
     result = BenchResult(
         kind="e2e", name=name,
         settings={"runs": runs, "rtt_ms": rtts, "modes": list(MODES), "llm": llm_label(config),
-                  "llm_backend": config.get_str("llm.backend"), "system_prompt": E2E_SYSTEM_PROMPT,
-                  "temperature": 0.0, "max_tokens": config.get_int("llm.max_tokens"), "prompts": prompts,
-                  "voice": config.get_str("tts.voice"), "endpoint": target.url,
-                  "first_fragment_words": config.get_int("segmentation.first_fragment_words"),
+                  "llm_backend": config.llm.backend, "system_prompt": E2E_SYSTEM_PROMPT,
+                  "temperature": 0.0, "max_tokens": config.llm.max_tokens, "prompts": prompts,
+                  "voice": config.tts.voice, "endpoint": target.url,
+                  "first_fragment_words": config.segmentation.first_fragment_words,
                   "llm_prompt_cache": "system prompt cached, each question evaluated in its timed turn",
                   "post_figures": POST_FIGURES},
         machine=machine, samples=samples)
     result.summary = summarize_samples(samples, METRICS, list(MODES), BASELINE)
     result.tables["headline"] = headline(result)
     same, pairs = _same_answers(samples)
-    backend = config.get_str("llm.backend")
+    backend = config.llm.backend
     result.notes = [
         "All times from the pipeline's llm_request mark (a typed turn: no speech recognition in the loop).",
         "Before every timed turn the LLM answers an untimed warm-up with the same system prompt and another user "

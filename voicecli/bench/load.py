@@ -271,7 +271,7 @@ def build_result(name: str, rounds: list[LoadRound], sentences: int, runs: int, 
 
 async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
     counts = parse_counts(args.sessions, "1,2,4,8", "--sessions")
-    voice = config.get_str("tts.voice")
+    voice = config.tts.voice
     with BenchProgress(len(counts) * args.runs, "bench load") as bar:
         target = await resolve_target(config, bar.note)
         try:

@@ -17,6 +17,7 @@ import httpx
 from voicecli.bench.delay_proxy import DelayProxy, is_loopback
 from voicecli.config import Config
 from voicecli.local_endpoint import LocalEndpoint, ensure_local_endpoint
+from voicecli.protocol import STATS_PATH
 
 
 class BenchError(RuntimeError):
@@ -45,17 +46,17 @@ class Target:
 
 async def resolve_target(config: Config, progress: Callable[[str], None]) -> Target:
     """The configured endpoint: `local` (autostarted like `voicecli chat` does) or an http(s)/ws(s) URL."""
-    target = config.get_str("endpoint.target")
-    token = config.get_str("endpoint.token")
+    target = config.endpoint.target
+    token = config.endpoint.token
     if target == "sagemaker":
         raise BenchError("voicecli bench measures a Kokoro endpoint it can reach directly: use --endpoint local or "
                          "a ws:// / http:// URL (SageMaker endpoints: run the container locally and bench that)")
     if target == "local":
         local = await ensure_local_endpoint(
-            config.get_str("endpoint.local.host"), config.get_int("endpoint.local.port"),
-            config.get_str("endpoint.local.engine"), config.get_count("endpoint.local.threads"),
-            config.models_dir, config.get_float("endpoint.connect_timeout_s"),
-            config.get_bool("endpoint.local.autostart"), progress, workers=config.get_count("endpoint.local.workers"))
+            config.endpoint.local.host, config.endpoint.local.port,
+            config.endpoint.local.engine, config.endpoint.local.threads,
+            config.models_dir, config.endpoint.connect_timeout_s,
+            config.endpoint.local.autostart, progress, workers=config.endpoint.local.workers)
         return Target(local.host, local.port, token, local)
     parsed = urllib.parse.urlsplit(target)
     if parsed.scheme in ("https", "wss"):
@@ -70,7 +71,7 @@ async def endpoint_stats(target: Target) -> dict[str, Any]:
     """The endpoint's GET /stats (engine, device, threads); empty when it has none."""
     try:
         async with httpx.AsyncClient(timeout=10.0) as client:
-            response = await client.get(f"{target.url}/stats")
+            response = await client.get(f"{target.url}{STATS_PATH}")
         if response.status_code == 200:
             data: dict[str, Any] = response.json()
             keys = ("engine", "device", "workers", "threads", "cpus", "workers_auto", "threads_auto", "max_batch",
@@ -85,7 +86,7 @@ async def endpoint_cpu_s(url: str) -> float | None:
     """CPU seconds the endpoint process has used so far (its /stats `cpu_s`); None when it does not say."""
     try:
         async with httpx.AsyncClient(timeout=10.0) as client:
-            response = await client.get(f"{url}/stats")
+            response = await client.get(f"{url}{STATS_PATH}")
         value = response.json().get("cpu_s") if response.status_code == 200 else None
     except (httpx.HTTPError, ValueError):
         return None

@@ -249,9 +249,9 @@ def build_result(name: str, samples: list[Sample], plan: TtsPlan, runs: int, rtt
 
 async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
     rtts = parse_rtts(args.rtt_ms)
-    plan = TtsPlan(TEXT_SETS[args.texts], config.get_str("tts.voice"), config.get_float("tts.speed"),
-                   config.get_int("segmentation.first_fragment_words"),
-                   config.get_int("segmentation.min_sentence_chars"))
+    plan = TtsPlan(TEXT_SETS[args.texts], config.tts.voice, config.tts.speed,
+                   config.segmentation.first_fragment_words,
+                   config.segmentation.min_sentence_chars)
     variants = len(VARIANTS) - (1 if args.no_floor else 0)
     with BenchProgress(len(rtts) * args.runs * variants, "bench tts") as bar:
         target = await resolve_target(config, bar.note)
@@ -260,9 +260,9 @@ async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
             floor: Floor | None = None
             if not args.no_floor:
                 bar.describe("loading the in-process engine for the floor")
-                floor = await Floor.load(str(stats.get("engine") or config.get_str("endpoint.local.engine")),
+                floor = await Floor.load(str(stats.get("engine") or config.endpoint.local.engine),
                                          config.models_dir,
-                                         int(stats.get("threads") or config.get_count("endpoint.local.threads") or 1))
+                                         int(stats.get("threads") or config.endpoint.local.threads or 1))
             machine = machine_info(stats)
             samples = await run_tts(target, rtts, args.runs, plan, floor, bar)
         finally:

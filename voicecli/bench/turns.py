@@ -215,7 +215,7 @@ class App:
 
 def app_command(config: Config, target: Target, mode: str, config_path: Path | None) -> list[str]:
     """The app as a user starts it, with this bench's effective endpoint, LLM and models (so both agree)."""
-    command = [sys.executable, "-m", "voicecli", "--endpoint", target.url, "--llm", config.get_str("llm.backend"),
+    command = [sys.executable, "-m", "voicecli", "--endpoint", target.url, "--llm", config.llm.backend,
                "--models-dir", str(config.models_dir)]
     if config_path is not None:
         command += ["--config", str(config_path)]
@@ -411,9 +411,9 @@ def build_result(name: str, samples: list[Sample], config: Config, modes: list[s
         kind="turns", name=name,
         settings={"turns": turns, "modes": modes, "questions": source,
                   "question_set": [q.describe() for q in questions], "llm": llm_label(config),
-                  "llm_backend": config.get_str("llm.backend"), "stt_model": config.get_str("stt.model"),
-                  "voice": config.get_str("tts.voice"), "endpoint": target.url,
-                  "vad_silence_ms": config.get_int("audio.vad_silence_ms"),
+                  "llm_backend": config.llm.backend, "stt_model": config.stt.model,
+                  "voice": config.tts.voice, "endpoint": target.url,
+                  "vad_silence_ms": config.audio.vad_silence_ms,
                   "audible_dbfs": AUDIBLE_DBFS, "record_rate": RECORD_RATE},
         machine=machine, samples=samples)
     result.summary = summarize_samples(samples, (FELT, *MARK_METRICS), modes, BASELINE)

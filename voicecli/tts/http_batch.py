@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import httpx
 
-from voicecli.protocol import Timings, mp3_frame_length
+from voicecli.protocol import INVOCATIONS_PATH, PING_PATH, SAMPLE_RATE, Timings, mp3_frame_length
 from voicecli.tts.base import (
     AudioChunk,
     AudioDone,
@@ -31,7 +31,7 @@ def http_base(target: str) -> str:
     for plain, secure in (("ws://", "http://"), ("wss://", "https://")):
         if url.startswith(plain):
             url = secure + url[len(plain) :]
-    return url.split("/invocations")[0]
+    return url.split(INVOCATIONS_PATH)[0]
 
 
 def mp3_slices(data: bytes, size: int = CHUNK_BYTES) -> list[bytes]:
@@ -62,13 +62,14 @@ class BatchHttpTransport(SerialTransport):
 
     async def connect(self) -> None:
         try:
-            response = await self._client.get("/ping")
+            response = await self._client.get(PING_PATH)
         except httpx.HTTPError as exc:
             raise TransportError(
                 f"cannot reach the TTS endpoint {self.base} ({exc}); start it with `voicecli serve`"
             ) from exc
         if response.status_code != 200:
-            raise TransportError(f"the TTS endpoint {self.base} is not ready (/ping answered {response.status_code})")
+            raise TransportError(
+                f"the TTS endpoint {self.base} is not ready ({PING_PATH} answered {response.status_code})")
         self._start_worker()
 
     async def aclose(self) -> None:
@@ -79,9 +80,9 @@ class BatchHttpTransport(SerialTransport):
         body = {"text": request.text, "voice": request.voice, "speed": request.speed, "format": request.format}
         sent = time.monotonic()
         try:
-            response = await self._client.post("/invocations", json=body)
+            response = await self._client.post(INVOCATIONS_PATH, json=body)
         except httpx.HTTPError as exc:
-            advice = f"POST {self.base}/invocations failed ({exc}); is the endpoint running?"
+            advice = f"POST {self.base}{INVOCATIONS_PATH} failed ({exc}); is the endpoint running?"
             self._fail(request, "connection_lost", advice)
             return
         if self._is_cancelled(request.request_id):
@@ -94,7 +95,7 @@ class BatchHttpTransport(SerialTransport):
                 code, message = str(response.status_code), response.text[:200]
             self._fail(request, code, message)
             return
-        self._emit(AudioStart(request.request_id, request.format, 24_000))
+        self._emit(AudioStart(request.request_id, request.format, SAMPLE_RATE))
         audio = response.content
         pieces = mp3_slices(audio) if request.format == "mp3" else [
             audio[i : i + CHUNK_BYTES] for i in range(0, len(audio), CHUNK_BYTES)]

@@ -92,7 +92,7 @@ class VoiceChatApp(App[int]):
         self.config = config
         self.mute = mute
         self.session: Session | None = None
-        self.stats = SessionStats(config.get_int("latency.window_turns"))
+        self.stats = SessionStats(config.latency.window_turns)
         self.log_file = LatencyLog(config.latency_log_path)
         self.listener: Listener | None = None
         self.taker: TurnTaker | None = None
@@ -119,12 +119,12 @@ class VoiceChatApp(App[int]):
 
     def on_mount(self) -> None:
         status = self.status
-        status.mode = self.config.get_str("tts.mode")
-        status.voice = self.config.get_str("tts.voice")
-        status.speed = self.config.get_float("tts.speed")
+        status.mode = self.config.tts.mode
+        status.voice = self.config.tts.voice
+        status.speed = self.config.tts.speed
         status.llm = llm_label(self.config)
-        status.input_mode = self.config.get_str("audio.input_mode")
-        status.endpoint = self.config.get_str("endpoint.target")
+        status.input_mode = self.config.audio.input_mode
+        status.endpoint = self.config.endpoint.target
         self.conversation.border_title = "conversation"
         self.query_one(Input).focus()
         self.start_session()
@@ -143,11 +143,11 @@ class VoiceChatApp(App[int]):
             self.status.state = "error"
             self.status.connection = "unreachable"
             advice = ""
-            if self.config.get_str("endpoint.target") != "local":
+            if self.config.endpoint.target != "local":
                 advice = " To run the endpoint on this machine instead, start with --endpoint local."
             self.conversation.notice(f"could not start: {exc}.{advice}", error=True)
             return
-        self.taker = TurnTaker(self.session.pipeline, self.config.get_bool("audio.speculative_answers"))
+        self.taker = TurnTaker(self.session.pipeline, self.config.audio.speculative_answers)
         self.taker.start()
         self.status.endpoint = self.session.endpoint_label
         self.status.connection = "warm"
@@ -165,7 +165,7 @@ class VoiceChatApp(App[int]):
 
         assert self.session is not None
         pipeline = self.session.pipeline
-        gate = EchoGate(self.config.get_bool("audio.echo_gate"), self.config.get_float("audio.echo_margin_db"),
+        gate = EchoGate(self.config.audio.echo_gate, self.config.audio.echo_margin_db,
                         lambda: pipeline.speaking, getattr(pipeline.sink, "level_db", lambda: -120.0))
         try:
             self.listener = await asyncio.to_thread(open_listener, self.config, self.on_listen_event, gate)
@@ -274,8 +274,8 @@ class VoiceChatApp(App[int]):
 
         self.status.input_mode = "push_to_talk" if self.status.input_mode == "vad" else "vad"
         if self.listener is not None:
-            detector = make_detector(self.status.input_mode, self.config.get_int("audio.vad_silence_ms"),
-                                     self.config.get_int("audio.speculate_ms"))
+            detector = make_detector(self.status.input_mode, self.config.audio.vad_silence_ms,
+                                     self.config.audio.speculate_ms)
             self.listener.use_detector(detector)
         self.notify(f"turn taking: {self.status.input_mode.replace('_', '-')}")
 

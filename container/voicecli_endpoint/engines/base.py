@@ -15,8 +15,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-SAMPLE_RATE = 24_000
-"""Kokoro-82M's output rate in Hz."""
+from voicecli.protocol import SAMPLE_RATE as SAMPLE_RATE  # Kokoro-82M's output rate is the wire's (24 kHz)
 
 Audio = npt.NDArray[np.float32]
 

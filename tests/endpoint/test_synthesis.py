@@ -1,0 +1,73 @@
+"""Trimming Kokoro's pad silence: what each piece keeps before and after its sound, and why it differs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from voicecli_endpoint.synthesis import (
+    LEAD_KEEP_S,
+    MID_PHRASE_TAIL_KEEP_S,
+    SILENCE_DBFS,
+    TAIL_KEEP_S,
+    tail_keep_s,
+    trim_silence,
+)
+from websockets.asyncio.client import connect
+
+from tests.conftest import RunningServer
+from tests.endpoint.helpers import read_answers, send_json
+
+RATE = 24_000
+
+
+def padded(lead_s: float, sound_s: float, tail_s: float) -> np.ndarray:
+    quiet = 10 ** ((SILENCE_DBFS - 25) / 20)  # Kokoro's pad sits near -80 dBFS: not silent, but below the gate
+    audio = np.full(round((lead_s + sound_s + tail_s) * RATE), quiet, dtype=np.float32)
+    start = round(lead_s * RATE)
+    audio[start : start + round(sound_s * RATE)] = 0.3
+    return audio
+
+
+def test_trim_keeps_the_short_lead_and_the_asked_tail() -> None:
+    trimmed = trim_silence(padded(0.35, 1.0, 0.45), RATE, tail_keep_s=0.1)
+    assert len(trimmed) == round((LEAD_KEEP_S + 1.0 + 0.1) * RATE)
+    assert trimmed[round(LEAD_KEEP_S * RATE)] == pytest.approx(0.3)
+
+
+def test_a_piece_without_sound_is_kept_whole() -> None:
+    silent = np.zeros(RATE, dtype=np.float32)
+    assert trim_silence(silent, RATE) is silent
+
+
+@pytest.mark.parametrize(
+    ("text", "tail"),
+    [
+        ("The capital of France is Paris.", TAIL_KEEP_S),
+        ("A spider has eight legs,", TAIL_KEEP_S),
+        ("Is it? ", TAIL_KEEP_S),
+        ("Well —", TAIL_KEEP_S),
+        ("The capital of France", MID_PHRASE_TAIL_KEEP_S),  # the adaptive first fragment's cut
+        ("It costs 42", MID_PHRASE_TAIL_KEEP_S),
+    ],
+)
+def test_a_text_that_stops_mid_phrase_keeps_a_short_tail(text: str, tail: float) -> None:
+    assert tail_keep_s(text) == tail
+
+
+def trailing_silence_s(samples: np.ndarray) -> float:
+    loud = np.flatnonzero(np.abs(samples) > 10 ** (SILENCE_DBFS / 20))
+    return (len(samples) - 1 - int(loud[-1])) / RATE
+
+
+async def test_the_endpoint_ends_a_mid_phrase_piece_sooner(server: RunningServer) -> None:
+    """Over the real server: the cut first fragment ends ~40 ms after its sound, a clause ~250 ms after."""
+    async with connect(server.ws_url) as ws:
+        for rid, text in enumerate(["The capital of France", "The capital of France,"]):
+            await send_json(ws, {"text": text, "request_id": rid, "format": "pcm16"})
+        received = await read_answers(ws, 2)
+    tails = []
+    for answer in received.answers:
+        pcm = b"".join(answer.audio)
+        tails.append(trailing_silence_s(np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0))
+    assert tails[0] == pytest.approx(MID_PHRASE_TAIL_KEEP_S, abs=0.01)
+    assert tails[1] == pytest.approx(TAIL_KEEP_S, abs=0.01)
