@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from voicecli.config import Config
+from voicecli.models.catalog import BY_NAME
 from voicecli.models.install import status as model_status
 from voicecli.protocol import INVOCATIONS_PATH, PING_PATH, is_loopback_host
 
@@ -45,12 +46,16 @@ def check_python() -> Check:
 
 
 def check_packages() -> Check:
+    """The chat's packages (what `scripts/setup` installs); the torch engine's are optional and only reported."""
     wanted = {"textual": "", "sounddevice": "", "faster_whisper": "", "boto3": "", "websockets": "",
               "miniaudio": "", "llama_cpp": "[local-llm]", "kokoro_onnx": "[endpoint]", "misaki": "[endpoint]",
-              "lameenc": "[endpoint]", "torch": "[torch]", "kokoro": "[torch]"}
+              "lameenc": "[endpoint]"}
+    optional = {"torch": "[torch]", "kokoro": "[torch]"}
     missing = {name: extra for name, extra in wanted.items() if importlib.util.find_spec(name) is None}
+    absent = sorted(name for name in optional if importlib.util.find_spec(name) is None)
+    torch_note = f"; torch engine not installed ({', '.join(absent)}: pip install -e '.[torch]')" if absent else ""
     if not missing:
-        return Check("packages", True, f"{len(wanted)} runtime packages importable")
+        return Check("packages", True, f"{len(wanted)} runtime packages importable{torch_note}")
     extras = sorted({extra for extra in missing.values() if extra})
     fix = "pip install -e '.[offline]'" if extras else "pip install -e ."
     return Check("packages", False, "missing: " + ", ".join(sorted(missing)), fix)
@@ -98,6 +103,11 @@ def check_models(config: Config) -> list[Check]:
         if row.optional and not row.installed:
             rows.append(Check(f"model {row.name}", None, "optional, not installed",
                               f"voicecli models install --only {row.name}"))
+            continue
+        unusable = [m for m in BY_NAME[row.name].needs if importlib.util.find_spec(m) is None]
+        if unusable and not row.installed:  # weights for an engine this install leaves out (the chat has no torch)
+            rows.append(Check(f"model {row.name}", None, f"not installed, and its engine needs {', '.join(unusable)}",
+                              "pip install -e '.[torch]', then voicecli models install"))
             continue
         rows.append(Check(f"model {row.name}", row.installed,
                           f"{row.size_bytes / 1e6:.0f} MB from {row.source}" if row.installed else "not installed",
