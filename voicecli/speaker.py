@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from voicecli.capture import rms_dbfs
 from voicecli.config import Config
 from voicecli.pipeline import Samples
@@ -35,6 +37,9 @@ class Speaker:
 
     def drained(self) -> bool:
         return self.player.wait_done(timeout=0)
+
+    def watch(self, wake: Callable[[], None]) -> None:
+        self.player.watch(wake)
 
     def close(self) -> None:
         self.player.close()
