@@ -2,14 +2,14 @@
 
 Why: the container needs the `endpoint` and `torch` extras plus the few base dependencies that `voicecli models
 install` imports at build time, but none of the client's (textual, sounddevice, faster-whisper, ...). Reading them
-out of pyproject.toml keeps one source of truth for every version range: the Dockerfile installs this list and then
-the project itself with `pip install --no-deps`.
+out of pyproject.toml keeps one source of truth for every version range: `scripts/lock` compiles this list into the
+hashed requirements/endpoint.lock, which the Dockerfile installs before the project itself (`pip install --no-deps`).
 
 Usage: python endpoint_requirements.py PYPROJECT [--extra NAME]... [--base NAME]...
   --extra NAME   include every requirement of the optional-dependency group NAME (self-references such as
                  "voicecli[torch]" are expanded)
   --base NAME    include the base dependency whose distribution name is NAME (with its version range)
-Runs on the bare interpreter (stdlib only), before anything is installed.
+Runs on the bare interpreter (stdlib only); tests/test_lock.py also imports it to expand pyproject's extras.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Every field gets valid values and arbitrary JSON values: huge integers (past Python's 4300-digit conversion
 limit, and past float range), floats (NaN, infinities), lone surrogates, control and zero-width characters,
-nested arrays and objects. Shared by the protocol's unit tests (tests/test_protocol.py) and the fuzzing of the live
-endpoint (tests/endpoint/test_fuzz.py), so both exercise the same inputs.
+nested arrays and objects. Shared by the validation unit tests (tests/endpoint/test_validation.py) and the
+fuzzing of the live endpoint (tests/endpoint/test_fuzz.py), so both exercise the same inputs.
 
 `json` cannot write an integer of more than 4300 digits (nor `1e999`), so such tokens are `Raw` values written
 by `to_json` as they are.

@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from voicecli.config import CONSTRAINTS, AutoCount, Config, ConfigError, default_config_text, settings_keys
+from voicecli.config import (
+    CONSTRAINTS,
+    AutoCount,
+    Config,
+    ConfigError,
+    default_config_text,
+    setting_key,
+    settings_keys,
+)
 
 
 @pytest.fixture
@@ -155,3 +163,28 @@ def test_override_validates_and_reports_its_source() -> None:
         config.override({"tts.speed": 9}, "x")
     with pytest.raises(ConfigError, match=r"unknown setting 'tts\.voise'"):
         config.override({"tts.voise": "af_heart"}, "x")
+
+
+def test_only_section_key_names_are_settings() -> None:
+    """The project's own VOICECLI_* variables (container, tests) are not settings and must not stop the program."""
+    others = {"VOICECLI_MODELS_DIR": "x", "VOICECLI_CUDA_COMPAT": "on", "VOICECLI_PYTHON": "/usr/bin/python3",
+              "VOICECLI_ENTRYPOINT_DRY_RUN": "1", "VOICECLI_": ""}
+    config = Config.load(env={**others, "VOICECLI_TTS__VOICE": "bf_emma"}, config_path=None)
+    assert config.tts.voice == "bf_emma"
+    assert all(s.source in ("default", "env VOICECLI_TTS__VOICE") for s in config)
+
+
+def test_a_misspelt_setting_name_is_still_refused() -> None:
+    with pytest.raises(ConfigError, match=r"unknown setting 'tts.voise' \(env VOICECLI_TTS__VOISE\)"):
+        Config.load(env={"VOICECLI_TTS__VOISE": "bf_emma"}, config_path=None)
+
+
+@pytest.mark.parametrize(("name", "key"), [
+    ("VOICECLI_ENDPOINT__LOCAL__PORT", "endpoint.local.port"),
+    ("VOICECLI_TTS__VOICE", "tts.voice"),
+    ("VOICECLI_MODELS_DIR", None),
+    ("VOICECLI_CUDA_COMPAT", None),
+    ("OTHER__X", None),
+])
+def test_setting_key_of_an_environment_name(name: str, key: str | None) -> None:
+    assert setting_key(name) == key

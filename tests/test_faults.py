@@ -29,7 +29,6 @@ from tests.standins.tcp_proxy import CuttableProxy
 from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
 from voicecli.llm.history import Conversation
 from voicecli.pipeline import (
-    CollectingSink,
     PipelineEvent,
     PipelineSettings,
     SentenceAudio,
@@ -37,6 +36,7 @@ from voicecli.pipeline import (
     TurnFinished,
     VoicePipeline,
 )
+from voicecli.sinks import CollectingSink
 from voicecli.timeline import Mark, TurnTimeline
 from voicecli.tts.base import AudioChunk, AudioEvent, AudioStart, SpeechRequest, TTSTransport
 from voicecli.tts.websocket import WebSocketTransport

@@ -6,16 +6,20 @@ threshold, that in bidi mode the first sentence's audio arrives while the LLM is
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import threading
 
+import numpy as np
 import pytest
 
+from tests.conftest import RunningServer
 from tests.standins import bedrock as standin
 from tests.standins.bedrock import BedrockStandIn
+from voicecli.audio.pcm import pcm16_to_float32
 from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
 from voicecli.llm.history import Conversation
 from voicecli.pipeline import (
-    CollectingSink,
     PipelineEvent,
     PipelineSettings,
     SentenceQueued,
@@ -24,8 +28,9 @@ from voicecli.pipeline import (
     VoicePipeline,
 )
 from voicecli.protocol import SAMPLE_RATE
+from voicecli.sinks import CollectingSink
 from voicecli.timeline import Mark
-from voicecli.tts.base import TTSTransport
+from voicecli.tts.base import AudioChunk, AudioEvent, TTSTransport
 from voicecli.tts.websocket import WebSocketTransport
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dummy_aws_credentials")]
@@ -135,3 +140,42 @@ async def test_llm_failure_mid_stream_is_reported(bedrock: BedrockStandIn,
     await pipeline.turn("Hello?")
     failed = [e for e in recorder.events if isinstance(e, TurnFailed)]
     assert failed and "throttl" in failed[0].message.lower()
+
+
+class OddCutWebSocket(WebSocketTransport):
+    """The real WebSocket transport whose audio reaches the pipeline cut at odd byte offsets: what a network that
+    knows nothing of samples (SageMaker's response stream, chunked HTTP) may do to a pcm16 stream."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.original = bytearray()
+
+    def _emit(self, event: AudioEvent) -> None:
+        if not isinstance(event, AudioChunk):
+            super()._emit(event)
+            return
+        self.original += event.data
+        at = 0
+        for size in itertools.cycle((3, 5, 1, 7)):
+            if at >= len(event.data):
+                break
+            super()._emit(dataclasses.replace(event, data=event.data[at : at + size]))
+            at += size
+
+
+async def test_pcm16_cut_at_odd_offsets_plays_every_sample(bedrock: BedrockStandIn, server: RunningServer) -> None:
+    bedrock.queue(standin.Reply(deltas=["The Moon orbits the Earth."]))
+    transport = OddCutWebSocket(server.http_url)
+    await transport.connect()
+    recorder = Recorder()
+    sink = CollectingSink()
+    settings = PipelineSettings(mode="bidi", first_fragment_words=0, min_sentence_chars=0, audio_format="pcm16")
+    llm = BedrockLLM(BedrockSettings(endpoint_url=bedrock.url, region="us-east-1"))
+    pipeline = VoicePipeline(llm, {"bidi": transport}, sink, settings, Conversation(), recorder)
+    try:
+        await pipeline.turn("Tell me about the Moon.")
+    finally:
+        await transport.aclose()
+    assert not [e for e in recorder.events if isinstance(e, TurnFailed)], recorder.events
+    assert len(transport.original) > SAMPLE_RATE and len(transport.original) % 2 == 0
+    assert np.array_equal(sink.audio(), pcm16_to_float32(bytes(transport.original)))

@@ -21,8 +21,8 @@ import pytest
 from numpy.typing import NDArray
 
 from tests.pulse import PrivatePulse, Recorder
+from voicecli.audio.mp3_decode import LAME_TOTAL_DELAY, Mp3StreamDecoder
 from voicecli.audio_devices import DeviceNotFoundError
-from voicecli.mp3_decode import LAME_TOTAL_DELAY, Mp3StreamDecoder
 from voicecli.playback import Player
 
 pytestmark = pytest.mark.slow  # each test plays seconds of audio in real time

@@ -19,7 +19,6 @@ from voicecli.listening import DraftWithdrawn, SpokenDraft, SpokenTurn
 from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
 from voicecli.llm.history import Conversation
 from voicecli.pipeline import (
-    CollectingSink,
     PipelineEvent,
     PipelineSettings,
     Speculation,
@@ -28,6 +27,7 @@ from voicecli.pipeline import (
     VoicePipeline,
 )
 from voicecli.protocol import SAMPLE_RATE
+from voicecli.sinks import CollectingSink
 from voicecli.tts.base import TTSTransport
 from voicecli.tts.websocket import WebSocketTransport
 from voicecli.turn_taking import TurnTaker

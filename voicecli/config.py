@@ -17,6 +17,7 @@ key (``config.setting("tts.voice").source``, iteration for `voicecli config show
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import tomllib
 import typing
@@ -36,6 +37,11 @@ Value = str | int | float | bool
 
 ENV_PREFIX = "VOICECLI_"
 """Environment overrides: VOICECLI_<SECTION>__<KEY>, double underscore between levels (VOICECLI_TTS__VOICE)."""
+ENV_SEPARATOR = "__"
+"""Only names with it after the prefix are settings. Other VOICECLI_* names belong to someone else (the container's
+VOICECLI_CUDA_COMPAT and VOICECLI_PYTHON, a test's VOICECLI_MODELS_DIR) and are left alone."""
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -199,6 +205,14 @@ def _coerce(key: str, raw: Any, default: Value, origin: str) -> Value:
         if allowed is not None:
             raise ConfigError(f"{key} = {raw!r} ({origin}): expected {allowed}")
     return value
+
+
+def setting_key(env_name: str) -> str | None:
+    """The dotted key an environment variable sets (VOICECLI_ENDPOINT__LOCAL__PORT -> endpoint.local.port), or None
+    when the name is not a setting's: no VOICECLI_ prefix, or no double underscore after it (VOICECLI_PYTHON)."""
+    if not env_name.startswith(ENV_PREFIX) or ENV_SEPARATOR not in env_name[len(ENV_PREFIX) :]:
+        return None
+    return env_name[len(ENV_PREFIX) :].lower().replace(ENV_SEPARATOR, ".")
 
 
 def default_config_text() -> str:
@@ -439,13 +453,24 @@ class Config:
 
         environ = os.environ if env is None else env
         for name, raw in sorted(environ.items()):
-            if name.startswith(ENV_PREFIX):
-                apply(name[len(ENV_PREFIX) :].lower().replace("__", "."), raw, f"env {name}")
+            env_key = setting_key(name)
+            if env_key is not None:
+                apply(env_key, raw, f"env {name}")
+            elif name.startswith(ENV_PREFIX):
+                log.debug("%s is not a setting (settings are %s<SECTION>%s<KEY>): ignored", name, ENV_PREFIX,
+                          ENV_SEPARATOR)
 
         for key, raw in (flags or {}).items():
             if raw is not None:
                 apply(key, raw, "flag")
         return cls._build(settings)
+
+    @classmethod
+    def defaults(cls) -> Config:
+        """config/default.toml alone: for commands that must not read the user's file or environment (`config
+        init` replaces a file that may be broken; `completion` reads no setting)."""
+        defaults = _flatten(_read_toml(default_config_text(), "config/default.toml"))
+        return cls._build({key: Setting(key, value, "default") for key, value in defaults})
 
     @classmethod
     def _build(cls, settings: Mapping[str, Setting]) -> Config:

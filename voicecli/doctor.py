@@ -14,8 +14,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from voicecli.config import Config
+from voicecli.models.catalog import BY_NAME
 from voicecli.models.install import status as model_status
 from voicecli.protocol import INVOCATIONS_PATH, PING_PATH, is_loopback_host
 
@@ -30,6 +32,12 @@ class Check:
     fix: str = ""
 
 
+def check_version() -> Check:
+    from voicecli import __version__
+
+    return Check("voicecli", True, f"{__version__} at {Path(__file__).parent}")
+
+
 def check_python() -> Check:
     version = platform.python_version()
     ok = (3, 12) <= sys.version_info[:2] < (3, 13)
@@ -38,12 +46,16 @@ def check_python() -> Check:
 
 
 def check_packages() -> Check:
+    """The chat's packages (what `scripts/setup` installs); the torch engine's are optional and only reported."""
     wanted = {"textual": "", "sounddevice": "", "faster_whisper": "", "boto3": "", "websockets": "",
               "miniaudio": "", "llama_cpp": "[local-llm]", "kokoro_onnx": "[endpoint]", "misaki": "[endpoint]",
-              "lameenc": "[endpoint]", "torch": "[torch]", "kokoro": "[torch]"}
+              "lameenc": "[endpoint]"}
+    optional = {"torch": "[torch]", "kokoro": "[torch]"}
     missing = {name: extra for name, extra in wanted.items() if importlib.util.find_spec(name) is None}
+    absent = sorted(name for name in optional if importlib.util.find_spec(name) is None)
+    torch_note = f"; torch engine not installed ({', '.join(absent)}: pip install -e '.[torch]')" if absent else ""
     if not missing:
-        return Check("packages", True, f"{len(wanted)} runtime packages importable")
+        return Check("packages", True, f"{len(wanted)} runtime packages importable{torch_note}")
     extras = sorted({extra for extra in missing.values() if extra})
     fix = "pip install -e '.[offline]'" if extras else "pip install -e ."
     return Check("packages", False, "missing: " + ", ".join(sorted(missing)), fix)
@@ -78,11 +90,24 @@ def check_audio(config: Config) -> list[Check]:
 
 
 def check_models(config: Config) -> list[Check]:
+    from voicecli.models.install import needed, resolved_engine
+
+    engine = resolved_engine(config.endpoint.local.engine)
+    wanted = {spec.name for spec in needed(engine)}
     rows = []
     for row in model_status(config.models_dir):
+        if not row.optional and row.name not in wanted and not row.installed:
+            rows.append(Check(f"model {row.name}", None, f"not needed by the {engine} engine",
+                              f"voicecli models install --only {row.name}"))
+            continue
         if row.optional and not row.installed:
             rows.append(Check(f"model {row.name}", None, "optional, not installed",
                               f"voicecli models install --only {row.name}"))
+            continue
+        unusable = [m for m in BY_NAME[row.name].needs if importlib.util.find_spec(m) is None]
+        if unusable and not row.installed:  # weights for an engine this install leaves out (the chat has no torch)
+            rows.append(Check(f"model {row.name}", None, f"not installed, and its engine needs {', '.join(unusable)}",
+                              "pip install -e '.[torch]', then voicecli models install"))
             continue
         rows.append(Check(f"model {row.name}", row.installed,
                           f"{row.size_bytes / 1e6:.0f} MB from {row.source}" if row.installed else "not installed",
@@ -153,7 +178,7 @@ def check_sound_server() -> Check:
 
 def run_checks(config: Config) -> list[Check]:
     steps: list[Callable[[], Check | list[Check]]] = [
-        check_python, check_packages, lambda: check_audio(config), lambda: check_models(config),
+        check_version, check_python, check_packages, lambda: check_audio(config), lambda: check_models(config),
         lambda: check_endpoint(config), lambda: check_exposure(config), lambda: check_aws(config),
         check_sound_server,
     ]

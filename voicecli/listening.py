@@ -251,3 +251,14 @@ def open_listener(
     detector = make_detector(config.audio.input_mode, config.audio.vad_silence_ms,
                              config.audio.speculate_ms)
     return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate, turn_end_policy(config))
+
+
+async def open_gated_listener(
+    config: Config, on_event: Callable[[ListenEvent], None], is_speaking: Callable[[], bool], sink: object
+) -> Listener:
+    """The microphone as both front ends (the app, headless chat) start it: behind the echo gate, which compares the
+    microphone with what `sink` is playing while the assistant `is_speaking`. Opened off the event loop (~1-2 s).
+    Raises NoMicrophoneError or WhisperModelMissing, which the caller words for its screen."""
+    playback_db: Callable[[], float] = getattr(sink, "level_db", lambda: -120.0)
+    gate = EchoGate(config.audio.echo_gate, config.audio.echo_margin_db, is_speaking, playback_db)
+    return await asyncio.to_thread(open_listener, config, on_event, gate)

@@ -23,9 +23,7 @@ from pathlib import Path
 
 from voicecli.paths import default_state_dir
 from voicecli.protocol import PING_PATH, Limits
-
-TOKEN_ENV = "VOICECLI_ENDPOINT__TOKEN"
-"""Where the server reads its bearer token (voicecli_endpoint.access.TOKEN_ENV; the client's endpoint.token)."""
+from voicecli.server_options import TOKEN_ENV
 
 
 class EndpointStartError(RuntimeError):

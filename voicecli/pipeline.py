@@ -29,91 +29,22 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
+from voicecli.audio.mp3_decode import Mp3DecodeError
+from voicecli.audio.pcm import Samples
+from voicecli.audio.streams import answer_decoder
 from voicecli.audio_devices import AudioDeviceError
 from voicecli.llm.base import LLM, ChatMessage, LLMError, StreamEnd, TextDelta
 from voicecli.llm.history import Conversation
-from voicecli.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
 from voicecli.protocol import SAMPLE_RATE
-from voicecli.segmentation import Segmenter, speakable_text
+from voicecli.segmentation import Segmenter
+from voicecli.sinks import AudioSink
+from voicecli.speakable import speakable_text
 from voicecli.timeline import Mark, SentenceMarks, SpeculationCounts, TurnTimeline
 from voicecli.tts.base import AudioFailed, SpeechRequest, TransportError, TTSTransport
 from voicecli.tts.consumer import AudioConsumer, RequestAudio, Stalled
-
-Samples = npt.NDArray[np.float32]
-
-
-class AudioSink(Protocol):
-    """Where decoded answer audio goes: the speaker (playback.Player), a file, or nowhere (--mute)."""
-
-    def write(self, samples: Samples, answer_id: str) -> None: ...
-
-    def first_played(self, answer_id: str) -> float | None:
-        """Monotonic time the first audible sample of this answer reached the device, if it has."""
-        ...
-
-    def stop(self) -> None:
-        """Silence at once and drop what is buffered (barge-in)."""
-        ...
-
-    def drained(self) -> bool:
-        """True when everything written has been played."""
-        ...
-
-    def watch(self, wake: Callable[[], None]) -> None:
-        """Call `wake` whenever playback moves on: an answer's first audible sample is scheduled, everything
-        written has played, or stop() dropped it. It may be called from the audio thread, so `wake` must be
-        thread-safe (the pipeline's hands over with loop.call_soon_threadsafe). A sink that never waits (one
-        whose drained() is always True) may call it from write(), or not at all."""
-        ...
-
-    def finish(self, answer_id: str) -> None:
-        """No more audio will come for this answer (so a gap after it is not an underrun)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class CollectingSink:
-    """Keeps the audio instead of playing it (for --out and --mute): first_played is when it was first written."""
-
-    def __init__(self) -> None:
-        self.chunks: list[Samples] = []
-        self._first: dict[str, float] = {}
-
-        self._wake: Callable[[], None] = lambda: None
-
-    def write(self, samples: Samples, answer_id: str) -> None:
-        if answer_id not in self._first:
-            self._first[answer_id] = time.monotonic()
-            self._wake()
-        self.chunks.append(samples)
-
-    def watch(self, wake: Callable[[], None]) -> None:
-        self._wake = wake
-
-    def first_played(self, answer_id: str) -> float | None:
-        return self._first.get(answer_id)
-
-    def stop(self) -> None:
-        pass
-
-    def drained(self) -> bool:
-        return True
-
-    def finish(self, answer_id: str) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def audio(self) -> Samples:
-        return np.concatenate(self.chunks) if self.chunks else np.zeros(0, np.float32)
-
 
 # --- typed events for the UI (like Pipecat frames: data flows one way, interruptions overtake it) --------------
 
@@ -251,34 +182,20 @@ class _Turn:
         return self.timeline.sentences
 
 
-def _mp3_decoder() -> Mp3StreamDecoder:
-    """One request's decoder. The endpoint's MP3 is lameenc streamed without an Info frame, so LAME's 1105-sample
-    codec delay is dropped here (46 ms sooner to the first sound; tests/test_mp3_decode.py pins it to the sample)."""
-    return Mp3StreamDecoder(lame_delay_without_info_frame=LAME_TOTAL_DELAY)
-
-
 class _Decoder:
     """One request's audio for the pipeline: undecodable MP3 is dropped and the turn goes on."""
 
     def __init__(self, audio_format: str) -> None:
-        self.format = audio_format
-        self._mp3 = _mp3_decoder()
+        self._decoder = answer_decoder(audio_format)
 
     def feed(self, data: bytes) -> Samples:
-        if self.format == "pcm16":
-            return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
         try:
-            return self._mp3.feed(data)
+            return self._decoder.feed(data)
         except Mp3DecodeError:
             return np.zeros(0, np.float32)
 
     def flush(self) -> Samples:
-        if self.format == "pcm16":
-            return np.zeros(0, np.float32)
-        try:
-            return self._mp3.flush()
-        except Mp3DecodeError:
-            return np.zeros(0, np.float32)
+        return self._decoder.flush()
 
 
 class _TurnAudio(AudioConsumer):
@@ -309,7 +226,10 @@ class _TurnAudio(AudioConsumer):
         self.pipeline._play(self.turn, samples)
 
     def finished(self, entry: RequestAudio) -> None:
-        self._marks(entry).done = entry.done
+        marks = self._marks(entry)
+        marks.done = entry.done
+        if entry.timings is not None:
+            marks.server_first_audio_ms = entry.timings.first_audio_ms
 
     def failed(self, entry: RequestAudio | None, event: AudioFailed) -> None:
         if entry is not None:

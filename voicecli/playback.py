@@ -19,8 +19,9 @@ Why this shape:
   calls it when an answer's first audible sample is scheduled, when everything written has played out, and when
   the stream stops (``stop()``, or the device going away), so nobody polls. ``wake`` runs on the audio thread and
   must only hand over (loop.call_soon_threadsafe); if it raises, the error is dropped, never the stream.
-- Sample rate: the source is 24 kHz mono; PulseAudio accepts that directly. Devices that refuse it get a streaming
-  linear-interpolation resampler (adequate for speech, keeps continuity across writes) and a channel up/down-mix.
+- Sample rate: the source is 24 kHz mono; PulseAudio accepts that directly. Devices that refuse it get the shared
+  streaming resampler (voicecli.audio.resample: libswresample, its state kept across the writes of one answer and
+  its tail flushed at the answer's end) and a channel up/down-mix.
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ from typing import Any, Self
 import numpy as np
 from numpy.typing import NDArray
 
+from voicecli.audio.resample import StreamResampler
 from voicecli.audio_devices import AudioDeviceError, DeviceInfo, load_sounddevice, resolve_device, silence_alsa_errors
 from voicecli.protocol import SAMPLE_RATE
 
-__all__ = ["DEFAULT_LATENCY_S", "AnswerTiming", "OutputStreamError", "PlaybackStats", "Player", "StreamResampler"]
+__all__ = ["DEFAULT_LATENCY_S", "AnswerTiming", "OutputStreamError", "PlaybackStats", "Player"]
 
 DEFAULT_LATENCY_S = 0.1
 """PortAudio output latency. 0.02 s works on an idle machine, but measured on a loaded 2-core box (load ~11) every
@@ -84,36 +86,6 @@ class PlaybackStats:
     lead_times: list[float] = field(default_factory=list)  # a sample of DAC lead times seen by the callback
 
 
-class StreamResampler:
-    """Linear-interpolation resampler that keeps its phase across calls (one answer is one continuous stream)."""
-
-    def __init__(self, in_rate: int, out_rate: int, channels: int) -> None:
-        self.in_rate = in_rate
-        self.out_rate = out_rate
-        self._step = in_rate / out_rate
-        self._prev = np.zeros((1, channels), dtype=np.float32)
-        self._t = 1.0  # position of the next output sample, in input samples, relative to _prev (index 0)
-
-    def reset(self) -> None:
-        self._prev[:] = 0.0
-        self._t = 1.0
-
-    def process(self, x: NDArray[np.float32]) -> NDArray[np.float32]:
-        if self.in_rate == self.out_rate or x.shape[0] == 0:
-            return x
-        buf = np.concatenate([self._prev, x])
-        last = buf.shape[0] - 1
-        n = int(np.floor((last - self._t) / self._step)) + 1 if self._t <= last else 0
-        positions = self._t + self._step * np.arange(n)
-        idx = np.minimum(positions.astype(np.int64), last - 1) if last >= 1 else np.zeros(n, dtype=np.int64)
-        frac = (positions - idx).astype(np.float32)[:, None]
-        out = buf[idx] * (1.0 - frac) + buf[np.minimum(idx + 1, last)] * frac
-        self._t = (self._t + self._step * n) - last
-        self._prev = buf[-1:].copy()
-        result: NDArray[np.float32] = out.astype(np.float32, copy=False)
-        return result
-
-
 @dataclass(slots=True)
 class _Block:
     answer_id: str
@@ -153,7 +125,9 @@ class Player:
         self._playing_out = False  # written audio not yet played out: the callback wakes the watcher when it is
         self.stats = PlaybackStats()
         self._stream: Any = self._open_stream(latency, block_ms, stream_rate)
-        self._resampler = StreamResampler(source_rate, self.stream_rate, self.stream_channels)
+        self._resampler: StreamResampler | None = None
+        if self.stream_rate != source_rate:
+            self._resampler = StreamResampler(source_rate, self.stream_rate, source_channels)
         self._resampling_for: str | None = None
         self._stream.start()
 
@@ -197,13 +171,16 @@ class Player:
         x = np.asarray(samples, dtype=np.float32)
         if x.ndim == 1:
             x = x.reshape(-1, self.source_channels)
-        if x.shape[1] != self.stream_channels:
-            x = np.repeat(x[:, :1], self.stream_channels, axis=1) if x.shape[1] == 1 else x.mean(axis=1, keepdims=True)
-        if self.stream_rate != self.source_rate:
+        if self._resampler is not None:  # before the channel mix: a mono answer is resampled once, not per channel
             if self._resampling_for != answer_id:
                 self._resampler.reset()
                 self._resampling_for = answer_id
             x = self._resampler.process(x)
+        return self._to_stream_channels(x)
+
+    def _to_stream_channels(self, x: NDArray[np.float32]) -> NDArray[np.float32]:
+        if x.shape[1] != self.stream_channels:
+            x = np.repeat(x[:, :1], self.stream_channels, axis=1) if x.shape[1] == 1 else x.mean(axis=1, keepdims=True)
         return np.ascontiguousarray(x, dtype=np.float32)
 
     def write(self, samples: NDArray[np.floating[Any]], answer_id: str) -> None:
@@ -232,6 +209,14 @@ class Player:
 
     def end_answer(self, answer_id: str) -> None:
         """All of this answer's audio has been written: running dry after it is not an underrun."""
+        if self._resampler is not None and self._resampling_for == answer_id:
+            self._resampling_for = None
+            tail = self._to_stream_channels(self._resampler.flush(ndim=2))  # what the filter still held
+            with self._lock:
+                timing = self._timings.get(answer_id)
+                if tail.shape[0] and timing is not None and not timing.cancelled:
+                    self._queue.append(_Block(answer_id, tail))
+                    self._queued_frames += tail.shape[0]
         with self._lock:
             self._timings.setdefault(answer_id, AnswerTiming()).ended = True
 

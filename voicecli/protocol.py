@@ -1,6 +1,8 @@
 """The voicecli TTS wire protocol, defined once for the Kokoro endpoint and every client.
 
-This docstring is the protocol's documentation; the code below is its only implementation.
+This docstring is the protocol's documentation; the code below defines its messages and frames once, for both
+sides. The server's reading and validation of client messages lives with the server, in
+``voicecli_endpoint/validation.py``.
 
 WebSocket route: ``/invocations-bidirectional-stream``
 ======================================================
@@ -112,11 +114,23 @@ the same limits. ``stream`` (or an ``Accept`` header carrying the parameter ``st
 audio as it is synthesized in a chunked response, which is what SageMaker's InvokeEndpointWithResponseStream
 forwards; wav is then a WAV header with unknown sizes followed by PCM16, mp3 is a plain MP3 stream, pcm16
 raw little-endian samples (no framing). Part boundaries of a response stream are arbitrary: re-align MP3
-with ``mp3_frame_length``. Without streaming the whole audio comes back with headers
+with ``voicecli.audio.mp3_frames``. Without streaming the whole audio comes back with headers
 ``X-Inference-Time-Ms``, ``X-RTF``, ``X-Audio-Seconds``, ``X-Queue-Wait-Ms``. Bad input: status 4xx with
 JSON ``{"code", "message"}`` (the same codes as the WebSocket route; a body over ``max_frame_bytes`` gets 413
 ``frame_too_large`` as soon as that many bytes arrived, chunked or not). When the client disconnects before the
 answer is complete, its synthesis stops (at most the piece being synthesized finishes).
+
+OpenAI-compatible route: ``POST /v1/audio/speech``
+=================================================
+
+The body OpenAI's speech API takes, so OpenAI TTS clients work unchanged (as with Kokoro-FastAPI): JSON
+``{"model", "input", "voice", "response_format": "mp3"|"wav"|"pcm" (default mp3), "speed", "stream": bool
+(default true)}``. ``model`` is any name (the server has one model), ``input`` has the limits of ``text``, ``voice``
+is a Kokoro voice (OpenAI's own names such as ``alloy`` get ``unknown_voice``, which lists the valid ones), ``speed``
+keeps the 0.5..2.0 range, ``pcm`` is raw 24 kHz 16-bit little-endian mono, ``stream_format`` may only be ``audio``,
+and ``instructions`` or any other field is ignored. The answer is exactly that of ``POST /invocations`` for the same
+text, voice, speed and format (streamed when ``stream``), with the same access rules (a client's API key is its
+bearer token) and the same 4xx JSON errors ``{"code", "message"}``.
 """
 
 from __future__ import annotations
@@ -125,9 +139,7 @@ import ipaddress
 import json
 import reprlib
 import struct
-import unicodedata
-import urllib.parse
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Final, Literal
@@ -143,6 +155,8 @@ WS_PATH: Final = "/invocations-bidirectional-stream"
 """WebSocket: the session protocol (see "WebSocket route")."""
 STATS_PATH: Final = "/stats"
 """GET: the engine, its sizes and counters (read by the benches)."""
+OPENAI_SPEECH_PATH: Final = "/v1/audio/speech"
+"""POST: OpenAI's speech API shape, so OpenAI TTS clients work unchanged (see "OpenAI-compatible route")."""
 
 AudioFormat = Literal["mp3", "pcm16"]
 """Audio encodings of the WebSocket route."""
@@ -411,10 +425,10 @@ def encode_message(message: ClientMessage | ServerMessage) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Parsing and validation
+# Reading frames (the server's reading and validation of requests: voicecli_endpoint/validation.py)
 
 
-def _decode_object(data: str | bytes, limits: Limits) -> dict[str, Any]:
+def decode_object(data: str | bytes, limits: Limits) -> dict[str, Any]:
     """Bytes or text of one frame -> a JSON object, checking size, encoding and shape."""
     size = len(data) if isinstance(data, bytes | bytearray) else len(data.encode("utf-8", "surrogatepass"))
     if size > limits.max_frame_bytes:
@@ -454,184 +468,6 @@ def shown(value: Any) -> str:
     return _SHOWN.repr(value)
 
 
-def _request_id(obj: Mapping[str, Any], limits: Limits = DEFAULTS.limits) -> RequestId | None:
-    value = obj.get("request_id")
-    if value is None:
-        return None
-    if not isinstance(value, str | int) or isinstance(value, bool):
-        raise ProtocolError(ErrorCode.BAD_FIELD, "request_id must be a string or an integer")
-    if len(str(value)) > limits.max_request_id_chars:
-        raise ProtocolError(
-            ErrorCode.BAD_FIELD, f"request_id must be at most {limits.max_request_id_chars} characters long"
-        )
-    return value
-
-
-def _lone_surrogate(text: str) -> int:
-    """Index of the first lone surrogate in `text` (a JSON escape like \\ud800 makes one), or -1."""
-    for index, char in enumerate(text):
-        if "\ud800" <= char <= "\udfff":
-            return index
-    return -1
-
-
-def is_blank(text: str) -> bool:
-    """True when `text` has nothing visible: only whitespace, control and format (zero-width) characters."""
-    return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in text)
-
-
-def _text(obj: Mapping[str, Any], request_id: RequestId | None, limits: Limits) -> str:
-    text = obj.get("text")
-    if text is None:
-        raise ProtocolError(ErrorCode.EMPTY_TEXT, "text is missing", request_id)
-    if not isinstance(text, str):
-        raise ProtocolError(ErrorCode.BAD_FIELD, "text must be a string", request_id)
-    if is_blank(text):
-        raise ProtocolError(
-            ErrorCode.EMPTY_TEXT, "text is empty or only whitespace, control or zero-width characters", request_id
-        )
-    if len(text) > limits.max_text_chars:
-        raise ProtocolError(
-            ErrorCode.TEXT_TOO_LONG,
-            f"text has {len(text)} characters; the limit is {limits.max_text_chars}",
-            request_id,
-        )
-    surrogate = _lone_surrogate(text)
-    if surrogate >= 0:
-        raise ProtocolError(
-            ErrorCode.INVALID_UTF8,
-            f"text holds a lone surrogate (U+{ord(text[surrogate]):04X}) at character {surrogate}: that is not "
-            "Unicode text and has no UTF-8 encoding; send the text as UTF-8",
-            request_id,
-        )
-    return text
-
-
-def _voice(obj: Mapping[str, Any], request_id: RequestId | None, voices: Collection[str] | None) -> str:
-    voice = obj.get("voice")
-    if voice is None:
-        return DEFAULTS.voice
-    if not isinstance(voice, str):
-        raise ProtocolError(ErrorCode.BAD_FIELD, "voice must be a string", request_id)
-    if voices is not None and voice not in voices:
-        raise ProtocolError(
-            ErrorCode.UNKNOWN_VOICE,
-            f"unknown voice {shown(voice)}; valid voices: {', '.join(sorted(voices))}",
-            request_id,
-        )
-    return voice
-
-
-def _speed(obj: Mapping[str, Any], request_id: RequestId | None, limits: Limits) -> float:
-    speed = obj.get("speed")
-    if speed is None:
-        return DEFAULTS.speed
-    if isinstance(speed, bool) or not isinstance(speed, int | float):
-        raise ProtocolError(ErrorCode.BAD_SPEED, "speed must be a number", request_id)
-    # Compared as given: an integer of hundreds of digits is out of range, not an OverflowError in float().
-    if not limits.min_speed <= speed <= limits.max_speed:
-        raise ProtocolError(
-            ErrorCode.BAD_SPEED,
-            f"speed {shown(speed)} is outside {limits.min_speed}..{limits.max_speed}",
-            request_id,
-        )
-    return float(speed)
-
-
-def _format[F: str](
-    obj: Mapping[str, Any], request_id: RequestId | None, allowed: tuple[F, ...], default: F
-) -> F:
-    value = obj.get("format")
-    if value is None:
-        return default
-    for candidate in allowed:
-        if value == candidate:
-            return candidate
-    raise ProtocolError(
-        ErrorCode.UNKNOWN_FORMAT, f"unknown format {shown(value)}; valid formats: {', '.join(allowed)}", request_id
-    )
-
-
-def _sample_rate(obj: Mapping[str, Any], request_id: RequestId | None) -> int | None:
-    value = obj.get("sample_rate")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != SAMPLE_RATE:
-        raise ProtocolError(
-            ErrorCode.UNSUPPORTED_SAMPLE_RATE, f"sample_rate must be {SAMPLE_RATE}, got {shown(value)}", request_id
-        )
-    return SAMPLE_RATE
-
-
-def _timestamp(obj: Mapping[str, Any], request_id: RequestId | None) -> float | str | None:
-    value = obj.get("request_timestamp")
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            return float(value)
-        except OverflowError:
-            raise ProtocolError(ErrorCode.BAD_FIELD, "request_timestamp is out of range", request_id) from None
-    raise ProtocolError(ErrorCode.BAD_FIELD, "request_timestamp must be a number or a string", request_id)
-
-
-_REQUEST_FIELDS = frozenset(
-    {"type", "text", "voice", "speed", "request_id", "format", "request_timestamp", "sample_rate"}
-)
-
-
-def _synthesis_request(
-    obj: Mapping[str, Any], voices: Collection[str] | None, limits: Limits
-) -> SynthesisRequest:
-    request_id = _request_id(obj, limits)
-    return SynthesisRequest(
-        text=_text(obj, request_id, limits),
-        voice=_voice(obj, request_id, voices),
-        speed=_speed(obj, request_id, limits),
-        request_id=request_id,
-        format=_format(obj, request_id, AUDIO_FORMATS, DEFAULTS.format),
-        request_timestamp=_timestamp(obj, request_id),
-        sample_rate=_sample_rate(obj, request_id),
-        extra={k: v for k, v in obj.items() if k not in _REQUEST_FIELDS},
-    )
-
-
-def parse_client_message(
-    data: str | bytes,
-    *,
-    voices: Collection[str] | None = None,
-    limits: Limits = DEFAULTS.limits,
-) -> ClientMessage:
-    """Validate one client frame. `voices`, when given, are the valid voice names. Raises ProtocolError."""
-    obj = _decode_object(data, limits)
-    kind = obj.get("type")
-    if kind is None:
-        if "text" not in obj:
-            raise ProtocolError(
-                ErrorCode.UNKNOWN_TYPE, "a message needs a 'type', or a 'text' to synthesize", _soft_id(obj, limits)
-            )
-        return _synthesis_request(obj, voices, limits)
-    if kind == SynthesisRequest.TYPE:
-        return _synthesis_request(obj, voices, limits)
-    if kind == Cancel.TYPE:
-        return Cancel(request_id=_request_id(obj, limits))
-    if kind == Close.TYPE:
-        return Close()
-    raise ProtocolError(
-        ErrorCode.UNKNOWN_TYPE,
-        f"unknown message type {shown(kind)}; valid types: {SynthesisRequest.TYPE}, {Cancel.TYPE}, {Close.TYPE}",
-        _soft_id(obj, limits),
-    )
-
-
-def _soft_id(obj: Mapping[str, Any], limits: Limits) -> RequestId | None:
-    """The message's request_id for an error frame, or None when it has none worth echoing."""
-    try:
-        return _request_id(obj, limits)
-    except ProtocolError:
-        return None
-
-
 @dataclass(frozen=True)
 class InvocationRequest:
     """The body of POST /invocations."""
@@ -652,26 +488,6 @@ class InvocationRequest:
         }
 
 
-def parse_invocation(
-    data: bytes,
-    *,
-    voices: Collection[str] | None = None,
-    limits: Limits = DEFAULTS.limits,
-) -> InvocationRequest:
-    """Validate a POST /invocations body with the same rules as a WebSocket request. Raises ProtocolError."""
-    obj = _decode_object(data, limits)
-    stream = obj.get("stream", False)
-    if not isinstance(stream, bool):
-        raise ProtocolError(ErrorCode.BAD_FIELD, "stream must be true or false")
-    return InvocationRequest(
-        text=_text(obj, None, limits),
-        voice=_voice(obj, None, voices),
-        speed=_speed(obj, None, limits),
-        format=_format(obj, None, HTTP_AUDIO_FORMATS, DEFAULTS.http_format),
-        stream=stream,
-    )
-
-
 def is_loopback_host(host: str) -> bool:
     """Whether `host` (a bind address, or the host of a URL) names this machine only: localhost, 127.0.0.0/8, ::1.
 
@@ -686,34 +502,12 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def origin_is_loopback(origin: str) -> bool:
-    """Whether a browser's Origin header names a page served from this machine (http or https on a loopback host).
-
-    A token-less endpoint accepts only these (or no Origin at all: programs other than browsers send none), so a
-    web page the user happens to open cannot drive it from their browser.
-    """
-    parts = urllib.parse.urlsplit(origin.strip())
-    return parts.scheme in ("http", "https") and parts.hostname is not None and is_loopback_host(parts.hostname)
-
-
 CONTENT_TYPES: Final[dict[HttpAudioFormat, str]] = {
     "wav": "audio/wav",
     "mp3": "audio/mpeg",
     "pcm16": f"audio/pcm;rate={SAMPLE_RATE};channels=1;format=s16le",
 }
 """Content-Type of a POST /invocations response per format."""
-
-
-def accept_requests_stream(accept: str | None) -> bool:
-    """Whether an Accept header asks for a streamed response: any media range with the parameter stream=true."""
-    if not accept:
-        return False
-    for media_range in accept.split(","):
-        for parameter in media_range.split(";")[1:]:
-            name, _, value = parameter.partition("=")
-            if name.strip().lower() == "stream" and value.strip().strip('"').lower() == "true":
-                return True
-    return False
 
 
 def _timings(value: Any) -> Timings:
@@ -735,7 +529,7 @@ def _timings(value: Any) -> Timings:
 
 def parse_server_message(data: str | bytes) -> ServerMessage:
     """Read one server control frame (client side). Unknown extra fields are ignored. Raises ProtocolError."""
-    obj = _decode_object(data, Limits(max_frame_bytes=1 << 30))
+    obj = decode_object(data, Limits(max_frame_bytes=1 << 30))
     kind = obj.get("type")
     try:
         if kind == SynthesisStart.TYPE:
@@ -779,31 +573,6 @@ def decode_pcm_frame(frame: bytes) -> bytes:
             f"PCM16 frame announces {length} bytes, carries {len(frame) - PCM_HEADER_BYTES}",
         )
     return bytes(frame[PCM_HEADER_BYTES:])
-
-
-# MPEG audio header tables (ISO 11172-3 / 13818-3), Layer III only: the endpoint never sends anything else.
-_MP3_BITRATES_KBPS: Final = {
-    1: (0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320),  # MPEG-1
-    2: (0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160),  # MPEG-2 and 2.5
-}
-_MP3_SAMPLE_RATES: Final = {3: (44100, 48000, 32000), 2: (22050, 24000, 16000), 0: (11025, 12000, 8000)}
-
-
-def mp3_frame_length(header: bytes) -> int:
-    """Length in bytes of the MPEG Layer III frame whose 4-byte header starts `header`. Raises ValueError."""
-    if len(header) < 4 or header[0] != 0xFF or (header[1] & 0xE0) != 0xE0:
-        raise ValueError("no MPEG frame sync")
-    version_bits = (header[1] >> 3) & 0b11  # 3: MPEG-1, 2: MPEG-2, 0: MPEG-2.5, 1: reserved
-    layer_bits = (header[1] >> 1) & 0b11  # 1: Layer III
-    bitrate_index = header[2] >> 4
-    rate_index = (header[2] >> 2) & 0b11
-    padding = (header[2] >> 1) & 1
-    if version_bits == 1 or layer_bits != 1 or bitrate_index in (0, 15) or rate_index == 3:
-        raise ValueError("not a Layer III frame header this decoder supports")
-    bitrate = _MP3_BITRATES_KBPS[1 if version_bits == 3 else 2][bitrate_index] * 1000
-    sample_rate = _MP3_SAMPLE_RATES[version_bits][rate_index]
-    coefficient = 144 if version_bits == 3 else 72
-    return coefficient * bitrate // sample_rate + padding
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
+from voicecli.audio.mp3_decode import Mp3DecodeError
+from voicecli.audio.pcm import Samples
+from voicecli.audio.streams import answer_decoder
+from voicecli.audio.wav import save_wav
 from voicecli.config import CONSTRAINTS, Config, ConfigError
-from voicecli.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
-from voicecli.pipeline import Samples
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.speaker import Speaker
 from voicecli.tts.base import AudioFailed, SpeechRequest, TTSTransport
@@ -150,8 +152,6 @@ async def _say(args: argparse.Namespace, config: Config) -> SayReport:
             request = SpeechRequest(ANSWER_ID, text, voice, speed, "pcm16" if audio_format == "pcm16" else "mp3")
             samples, marks = await _speak(transport, request, speaker)
         if args.out is not None:
-            from voicecli.chat import save_wav
-
             try:
                 save_wav(args.out, samples)
             except OSError as exc:
@@ -229,28 +229,19 @@ async def _speak(transport: TTSTransport, request: SpeechRequest,
 
 
 class _AudioDecoder:
-    """Encoded chunks in, float32 samples out: MP3 through the streaming decoder, PCM16 with an odd byte carried."""
+    """The answer's decoder (voicecli.audio.streams), with undecodable MP3 worded for the user."""
 
     def __init__(self, audio_format: str) -> None:
-        self.format = audio_format
-        self._mp3 = Mp3StreamDecoder(lame_delay_without_info_frame=LAME_TOTAL_DELAY)
-        self._carry = b""
+        self._decoder = answer_decoder(audio_format)
 
     def feed(self, data: bytes) -> Samples:
-        if self.format == "pcm16":
-            data, self._carry = self._carry + data, b""
-            if len(data) % 2:
-                data, self._carry = data[:-1], data[-1:]
-            return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
         try:
-            return self._mp3.feed(data)
+            return self._decoder.feed(data)
         except Mp3DecodeError as exc:
             raise SayError(f"the endpoint sent undecodable MP3 ({exc})") from exc
 
     def flush(self) -> Samples:
-        if self.format == "pcm16":
-            return np.zeros(0, np.float32)
         try:
-            return self._mp3.flush()
+            return self._decoder.flush()
         except Mp3DecodeError as exc:
             raise SayError(f"the endpoint sent undecodable MP3 ({exc})") from exc

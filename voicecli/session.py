@@ -13,16 +13,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from voicecli.config import Config
-from voicecli.llm import LLM, create_llm
+from voicecli.llm import LLM, LLMError, create_llm
 from voicecli.llm.history import Conversation
-from voicecli.local_endpoint import LocalEndpoint, ensure_local_endpoint
-from voicecli.pipeline import AudioSink, PipelineEvent, PipelineSettings, VoicePipeline
+from voicecli.local_endpoint import EndpointStartError, LocalEndpoint, ensure_local_endpoint
+from voicecli.pipeline import PipelineEvent, PipelineSettings, VoicePipeline
 from voicecli.protocol import DEFAULTS, Limits
-from voicecli.tts.base import TTSTransport
+from voicecli.sinks import AudioSink
+from voicecli.tts.base import TransportError, TTSTransport
 from voicecli.tts.http_batch import BatchHttpTransport
 from voicecli.tts.websocket import WebSocketTransport
 
 Progress = Callable[[str], None]
+
+
+STARTUP_ERRORS = (TransportError, EndpointStartError, LLMError, OSError)
+"""What opening a session may raise for reasons outside the program (endpoint, LLM, devices): each front end shows
+these as one message that says what to do, never a traceback."""
 
 
 def llm_from_config(config: Config) -> LLM:

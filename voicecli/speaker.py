@@ -1,13 +1,15 @@
-"""The speaker as the pipeline sees it: playback.Player behind the pipeline's AudioSink interface."""
+"""The speaker as the pipeline sees it: playback.Player behind the AudioSink interface, and the choice of sink."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
+from voicecli.audio.pcm import Samples
 from voicecli.capture import rms_dbfs
 from voicecli.config import Config
-from voicecli.pipeline import Samples
 from voicecli.playback import Player
+from voicecli.sinks import AudioSink, CollectingSink
 
 
 class Speaker:
@@ -50,3 +52,16 @@ def open_speaker(config: Config) -> Speaker:
     wanted = config.audio.output_device
     device: str | int | None = int(wanted) if wanted.isdigit() else (wanted or None)
     return Speaker(Player(device, latency=config.audio.output_latency_ms / 1000))
+
+
+def open_sink(config: Config, mute: bool, out: Path | None) -> tuple[AudioSink, str]:
+    """The speaker when there is one; otherwise keep the audio (saved with --out) and say why nothing is heard.
+
+    Both front ends (the app and headless chat) start their session with this.
+    """
+    if mute or out is not None:
+        return CollectingSink(), "muted" if mute else f"saving to {out}"
+    try:
+        return open_speaker(config), "speaker"
+    except Exception as exc:  # no PortAudio, no device, device busy: typing and answers still work
+        return CollectingSink(), f"no audio output ({exc}); answers are shown, not played"

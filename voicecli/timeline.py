@@ -57,6 +57,9 @@ class SentenceMarks:
     first_byte: float | None = None
     done: float | None = None
     audio_s: float = 0.0
+    server_first_audio_ms: float | None = None
+    """The endpoint's own time from receiving the request to sending its first audio, when its transport reports
+    it: the client's wait (sent -> first_byte) minus this is the network's share."""
 
 
 @dataclass

@@ -14,10 +14,9 @@ from collections.abc import Mapping
 
 from starlette.responses import JSONResponse
 
-from voicecli.protocol import ErrorCode, origin_is_loopback, shown
-
-TOKEN_ENV = "VOICECLI_ENDPOINT__TOKEN"
-"""Environment variable holding the token: the client's `endpoint.token` override, so one variable sets both."""
+from voicecli.protocol import ErrorCode, shown
+from voicecli.server_options import TOKEN_ENV
+from voicecli_endpoint.validation import origin_is_loopback
 
 UNAUTHORIZED_MESSAGE = (
     "this endpoint requires a bearer token: set endpoint.token (or the environment variable "

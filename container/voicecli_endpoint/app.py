@@ -4,6 +4,8 @@ Routes (declared once, in ROUTES):
   GET  /ping                               200 "OK" once the model is loaded and warmed up, 503 before;
                                            `?details=1`: the same status with JSON (engine, workers, threads).
   POST /invocations                        batch or streamed synthesis (see voicecli.protocol, "HTTP route").
+  POST /v1/audio/speech                    the same, in OpenAI's speech API shape (voicecli.protocol,
+                                           "OpenAI-compatible route"), so OpenAI TTS clients work unchanged.
   WS   /invocations-bidirectional-stream   the session protocol (see voicecli.protocol).
   GET  /stats                              JSON counters for operators and tests.
 
@@ -42,6 +44,7 @@ from voicecli.protocol import (
     CONTENT_TYPES,
     DEFAULTS,
     INVOCATIONS_PATH,
+    OPENAI_SPEECH_PATH,
     PING_PATH,
     SAMPLE_RATE,
     STATS_PATH,
@@ -51,9 +54,7 @@ from voicecli.protocol import (
     InvocationRequest,
     Limits,
     ProtocolError,
-    accept_requests_stream,
     encode_message,
-    parse_invocation,
     shown,
 )
 from voicecli_endpoint.access import (
@@ -71,6 +72,7 @@ from voicecli_endpoint.scheduler import Batching, CancelToken, FairScheduler, Jo
 from voicecli_endpoint.session import WebSocketSession
 from voicecli_endpoint.sizing import BATCH_WINDOW_MS, Parallelism
 from voicecli_endpoint.synthesis import Synthesizer
+from voicecli_endpoint.validation import accept_requests_stream, parse_invocation, parse_openai_speech
 
 log = logging.getLogger(__name__)
 
@@ -349,7 +351,20 @@ class _HoldingSlot(Response):
             self.release()
 
 
+BodyParser = Callable[..., InvocationRequest]
+"""parse_invocation or parse_openai_speech: (body, *, voices, limits) -> InvocationRequest, or ProtocolError."""
+
+
 async def invocations(request: Request) -> Response:
+    return await _answer_post(request, parse_invocation)
+
+
+async def openai_speech(request: Request) -> Response:
+    """OpenAI's POST /v1/audio/speech: its body read into the request /invocations would make, answered alike."""
+    return await _answer_post(request, parse_openai_speech)
+
+
+async def _answer_post(request: Request, parse: BodyParser) -> Response:
     state = _state(request.app)
     refusal = _refusal(state, request.headers)
     if refusal is not None:
@@ -363,22 +378,21 @@ async def invocations(request: Request) -> Response:
                     admission.limit)
         return too_many_sessions_response(admission.limit)
     try:
-        response = await _invocation(request, state, synth)
+        response = await _invocation(request, state, synth, parse)
     except BaseException:
         admission.leave("request")
         raise
     return _HoldingSlot(response, lambda: admission.leave("request"))
 
 
-async def _invocation(request: Request, state: EndpointState, synth: Synthesizer) -> Response:
+async def _invocation(request: Request, state: EndpointState, synth: Synthesizer, parse: BodyParser) -> Response:
     limits = state.settings.limits
     try:
-        inv = parse_invocation(await _read_body(request, limits.max_frame_bytes), voices=synth.voices,
-                               limits=limits)
+        inv = parse(await _read_body(request, limits.max_frame_bytes), voices=synth.voices, limits=limits)
     except ProtocolError as exc:
         return _error_response(exc.code, exc.message, 413 if exc.code == ErrorCode.FRAME_TOO_LARGE else 400)
     except Exception:  # a bug in validation: a typed answer, never a bare 500 page
-        log.exception("POST /invocations: validating the body failed")
+        log.exception("POST %s: validating the body failed", request.url.path)
         return _error_response(ErrorCode.INTERNAL_ERROR, "the server failed to read this request (a bug, logged "
                                "on the server)", 500)
     state.http_requests += 1
@@ -401,7 +415,7 @@ async def _invocation(request: Request, state: EndpointState, synth: Synthesizer
         _abandoned(state, key)
         return Response(status_code=499)  # nobody reads it: the connection is gone
     except Exception as exc:
-        log.exception("POST /invocations: synthesis failed")
+        log.exception("POST %s: synthesis failed", request.url.path)
         return _error_response(ErrorCode.SYNTHESIS_FAILED, f"synthesis failed: {exc}", 500)
     finally:
         token.cancel()
@@ -468,6 +482,7 @@ async def bidirectional_stream(websocket: WebSocket) -> None:
 ROUTES: list[BaseRoute] = [
     Route(PING_PATH, ping, methods=["GET"]),
     Route(INVOCATIONS_PATH, invocations, methods=["POST"]),
+    Route(OPENAI_SPEECH_PATH, openai_speech, methods=["POST"]),
     WebSocketRoute(WS_PATH, bidirectional_stream),
     Route(STATS_PATH, stats, methods=["GET"]),
 ]

@@ -14,7 +14,8 @@ from typing import Protocol
 
 import numpy as np
 
-from voicecli.protocol import SAMPLE_RATE, encode_pcm_frame, mp3_frame_length
+from voicecli.audio.mp3_frames import split_frames
+from voicecli.protocol import SAMPLE_RATE, encode_pcm_frame
 from voicecli_endpoint.engines.base import Audio
 
 DEFAULT_MP3_KBPS = 64
@@ -34,19 +35,6 @@ class StreamEncoder(Protocol):
     def encode(self, audio: Audio) -> list[bytes]: ...
 
     def flush(self) -> list[bytes]: ...
-
-
-def split_mp3_frames(buffer: bytes) -> tuple[list[bytes], bytes]:
-    """Whole MP3 frames at the start of `buffer`, and the incomplete rest. Raises ValueError on lost sync."""
-    frames: list[bytes] = []
-    offset = 0
-    while len(buffer) - offset >= 4:
-        length = mp3_frame_length(buffer[offset : offset + 4])
-        if len(buffer) - offset < length:
-            break
-        frames.append(buffer[offset : offset + length])
-        offset += length
-    return frames, buffer[offset:]
 
 
 def _group(units: list[bytes], max_bytes: int) -> list[bytes]:
@@ -81,7 +69,7 @@ class Mp3StreamEncoder:
         self._started = False
 
     def _emit(self, data: bytes) -> list[bytes]:
-        frames, self._pending = split_mp3_frames(self._pending + data)
+        frames, self._pending = split_frames(self._pending + data)
         return _group(frames, self._max)
 
     def encode(self, audio: Audio) -> list[bytes]:

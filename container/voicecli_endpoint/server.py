@@ -5,16 +5,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from voicecli.logs import configure_logging, installed_handlers
 from voicecli.protocol import DEFAULTS, Limits, is_loopback_host
+from voicecli.server_options import BATCH_WINDOW_MS, DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV
 from voicecli_endpoint import log_redaction
-from voicecli_endpoint.access import TOKEN_ENV, token_from_environment
+from voicecli_endpoint.access import token_from_environment
 from voicecli_endpoint.app import EndpointSettings, create_app
-from voicecli_endpoint.sizing import BATCH_WINDOW_MS
 
-DEFAULT_HOST = "127.0.0.1"
-"""Loopback by default: a local endpoint stays off the network. The container passes 0.0.0.0."""
-DEFAULT_PORT = 8080
-"""The SageMaker container contract's port."""
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "exposure_warning", "serve"]
 
 
 def exposure_warning(host: str, token: str) -> str | None:
@@ -53,15 +51,17 @@ def serve(
     idle_timeout_s: float = DEFAULTS.limits.idle_timeout_s,
     max_batch: int | None = None,
     batch_window_ms: float = BATCH_WINDOW_MS,
+    log_file: Path | None = None,
 ) -> None:
     """Serve until interrupted. `models_dir` None means voicecli's default models directory.
 
-    `workers`/`threads`/`max_batch` None means `auto` (voicecli_endpoint.sizing). `token` None reads the environment
-    (VOICECLI_ENDPOINT__TOKEN); "" means no token is required.
+    The parameters are voicecli.server_options.ServerOptions' fields. `workers`/`threads`/`max_batch` None means
+    `auto` (voicecli_endpoint.sizing). `token` None reads the environment (VOICECLI_ENDPOINT__TOKEN); "" means no
+    token is required. `log_file` None logs to standard error.
     """
     import uvicorn
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level, log_file)
     limits = Limits(max_text_chars=max_text_chars, max_queued_requests=max_queued_requests,
                     max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
     required = token_from_environment() if token is None else token.strip()
@@ -86,6 +86,9 @@ def serve(
         ws_max_size=max(limits.max_frame_bytes * 16, 1 << 20),
         timeout_graceful_shutdown=5,
     )
+    if log_file is not None:  # uvicorn gave its own loggers stderr handlers: send them to the file too
+        for name in ("uvicorn", "uvicorn.access"):
+            logging.getLogger(name).handlers = installed_handlers()
     log_redaction.install(log_redaction.known_secrets(required))  # after uvicorn made its handlers
     logging.getLogger("uvicorn.error").addFilter(_DenialIsNotAnError())
     uvicorn.Server(config).run()

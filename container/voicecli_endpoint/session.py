@@ -49,11 +49,11 @@ from voicecli.protocol import (
     SynthesisStart,
     Timings,
     encode_message,
-    parse_client_message,
 )
 from voicecli_endpoint.audio_encoding import stream_encoder
 from voicecli_endpoint.scheduler import CancelToken, JobDropped
 from voicecli_endpoint.synthesis import Synthesizer
+from voicecli_endpoint.validation import parse_client_message
 
 log = logging.getLogger(__name__)
 

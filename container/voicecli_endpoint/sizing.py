@@ -26,15 +26,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from voicecli.server_options import BATCH_WINDOW_MS, GPU_MAX_BATCH
+
+__all__ = ["AUTO", "BATCH_WINDOW_MS", "GPU_MAX_BATCH", "Parallelism", "choose", "choose_batch", "parse_count",
+           "usable_cpus"]
+
 AUTO = "auto"
 
-GPU_MAX_BATCH = 8
-"""Pieces per batch under `auto` on a GPU. The frame side still runs per piece (engines/torch_engine.py), so the
-gain levels off: 8 gets ~94% of what an unbounded batch would save by the launch-count model in container/README.md,
-and a piece never waits behind more than 7 others' frame sides."""
-BATCH_WINDOW_MS = 10.0
-"""How long a short batch waits for more pieces. Sessions served by one batch send their next pieces within a few
-milliseconds of each other (MP3 encoding of the last piece); 10 ms is a fraction of one GPU piece (tens of ms)."""
 
 
 def usable_cpus() -> int:

@@ -184,11 +184,12 @@ def test_staged_context_is_filtered_and_builds_the_project(default: tuple[Templa
     staged = outdir / f"asset.{stack.image.asset_hash}"
     names = {p.relative_to(staged).as_posix() for p in staged.rglob("*")}
     for needed in ("container/Dockerfile", "container/Dockerfile.dockerignore", "container/entrypoint.sh",
-                   "container/endpoint_requirements.py", "container/voicecli_endpoint/__init__.py",
+                   "requirements/endpoint.lock", "container/voicecli_endpoint/__init__.py",
                    "pyproject.toml", "voicecli/__init__.py"):
         assert needed in names
     top = {n.split("/")[0] for n in names}
-    assert top <= {"container", "voicecli", "config", "pyproject.toml", "README.md"}, top
+    assert top <= {"container", "voicecli", "config", "requirements", "pyproject.toml", "README.md"}, top
+    assert "requirements/ci.lock" not in names, "only the image's own lock belongs in its context"
     assert not any("__pycache__" in n or n.startswith("container/cdk") for n in names)
     # what `pip install --no-deps /tmp/src` does in the Dockerfile, on the staged copy
     source = tmp_path / "src"

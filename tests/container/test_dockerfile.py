@@ -92,10 +92,10 @@ def test_torch_is_pinned_to_a_fixed_release_inside_the_project_range(instruction
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     torch_spec = next(Requirement(r) for r in project["optional-dependencies"]["torch"] if r.startswith("torch"))
     assert pinned in torch_spec.specifier, f"{pinned} is outside pyproject's {torch_spec}"
-    install = next(a for a in only(instructions, "RUN") if "endpoint_requirements.py" in a)
-    assert 'echo "torch==${TORCH_VERSION}" > /opt/voicecli/constraints.txt' in install
-    assert "-c /opt/voicecli/constraints.txt -r /opt/voicecli/requirements.txt" in install
-    assert "--extra endpoint --extra torch" in install
+    install = next(a for a in only(instructions, "RUN") if "requirements.lock" in a)
+    assert '"torch==${TORCH_VERSION}"' in install
+    assert "pip install --require-hashes --no-deps -r /opt/voicecli/requirements.lock" in install
+    assert "requirements/endpoint.lock /opt/voicecli/requirements.lock" in only(instructions, "COPY")
 
 
 def test_project_installed_without_client_dependencies(instructions: list[Instruction]) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import miniaudio
 from websockets.asyncio.client import ClientConnection
 
+from voicecli.audio.mp3_frames import frame_length
 from voicecli.protocol import (
     SAMPLE_RATE,
     CancelAck,
@@ -25,7 +26,6 @@ from voicecli.protocol import (
     SynthesisComplete,
     SynthesisStart,
     classify_frame,
-    mp3_frame_length,
 )
 
 RECV_TIMEOUT_S = 120.0
@@ -111,7 +111,7 @@ def assert_whole_mp3_frames(data: bytes) -> int:
     assert data[:1] == b"\xff"
     offset = frames = 0
     while offset < len(data):
-        offset += mp3_frame_length(data[offset : offset + 4])
+        offset += frame_length(data[offset : offset + 4])
         frames += 1
     assert offset == len(data), "binary frame ends inside an MP3 frame"
     return frames

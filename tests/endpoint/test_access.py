@@ -96,6 +96,15 @@ def test_post_without_the_right_token_is_401(locked: EndpointProcess, headers: d
     assert TOKEN not in response.text
 
 
+def test_openai_route_takes_the_token_as_its_api_key(locked: EndpointProcess) -> None:
+    body = {"model": "tts-1", "input": "Hello.", "voice": "af_heart", "stream": False}
+    refused = httpx.post(f"{locked.http_url}/v1/audio/speech", json=body, timeout=60,
+                         headers={"Authorization": "Bearer sk-some-openai-key"})
+    assert refused.status_code == 401 and refused.json()["code"] == ErrorCode.UNAUTHORIZED
+    response = httpx.post(f"{locked.http_url}/v1/audio/speech", json=body, headers=AUTH, timeout=120)
+    assert response.status_code == 200 and response.content[:1] == b"\xff"
+
+
 def test_post_with_the_token_synthesizes(locked: EndpointProcess) -> None:
     response = httpx.post(f"{locked.http_url}/invocations", json={"text": "Hello.", "format": "mp3"},
                           headers=AUTH, timeout=120)

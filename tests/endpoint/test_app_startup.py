@@ -14,7 +14,7 @@ from voicecli.protocol import Error, parse_server_message
 
 def test_declared_routes() -> None:
     paths = {getattr(route, "path", None) for route in ROUTES}
-    assert paths == {"/ping", "/invocations", "/invocations-bidirectional-stream", "/stats"}
+    assert paths == {"/ping", "/invocations", "/v1/audio/speech", "/invocations-bidirectional-stream", "/stats"}
 
 
 def test_ping_is_503_while_loading(tmp_path: Path) -> None:
@@ -24,6 +24,8 @@ def test_ping_is_503_while_loading(tmp_path: Path) -> None:
     assert client.get("/ping").status_code == 503
     response = client.post("/invocations", json={"text": "Hi."})
     assert response.status_code == 503 and response.json()["code"] == "not_ready"
+    speech = client.post("/v1/audio/speech", json={"model": "tts-1", "input": "Hi.", "voice": "af_heart"})
+    assert speech.status_code == 503 and speech.json()["code"] == "not_ready"
 
 
 def test_failed_load_is_reported(tmp_path: Path) -> None:

@@ -15,8 +15,6 @@ from voicecli_endpoint.audio_encoding import (
     Pcm16StreamEncoder,
     RawPcm16StreamEncoder,
     WavStreamEncoder,
-    mp3_bytes,
-    split_mp3_frames,
     stream_encoder,
     to_pcm16,
     wav_bytes,
@@ -50,14 +48,6 @@ def test_mp3_stream_sends_only_whole_frames_and_decodes_to_the_right_duration(ch
         return
     # lame's encoder delay and end padding add at most a few frames (24 ms each)
     assert mp3_duration_s(messages) == pytest.approx(len(audio) / SAMPLE_RATE, abs=0.1)
-
-
-def test_split_mp3_frames_keeps_the_partial_tail() -> None:
-    data = mp3_bytes(tone(0.5))
-    frames, rest = split_mp3_frames(data[:500])
-    assert [len(f) for f in frames] == [192, 192] and rest == data[384:500]
-    with pytest.raises(ValueError):
-        split_mp3_frames(b"\x00" * 8)
 
 
 def test_pcm16_frames_are_framed_and_bounded() -> None:

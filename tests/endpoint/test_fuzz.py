@@ -30,6 +30,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from voicecli_endpoint.validation import parse_client_message, parse_invocation
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
@@ -50,8 +51,6 @@ from voicecli.protocol import (
     SynthesisRequest,
     SynthesisStart,
     classify_frame,
-    parse_client_message,
-    parse_invocation,
 )
 
 pytestmark = pytest.mark.slow

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
-from voicecli_endpoint.engines.select import ENGINE_NAMES, resolve_engine_name
+from voicecli_endpoint.engines.select import ENGINE_NAMES, load_engine, resolve_engine_name
 
 
 def test_explicit_names() -> None:
@@ -26,3 +27,11 @@ def test_auto_follows_cuda() -> None:
 
         expected = "torch" if torch.cuda.is_available() else "onnx"
     assert resolve_engine_name("auto") == expected
+
+
+def test_torch_engine_without_torch_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # what the chat's own install (no torch) sees; simulated here, where the test profile has torch
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    with pytest.raises(ModuleNotFoundError, match=r"needs torch \(not installed\): pip install -e '\.\[torch\]'"):
+        load_engine("torch", tmp_path)

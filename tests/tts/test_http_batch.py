@@ -6,9 +6,9 @@ import miniaudio
 import pytest
 
 from tests.conftest import RunningServer
-from voicecli.protocol import mp3_frame_length
+from voicecli.audio.mp3_frames import frame_length
 from voicecli.tts.base import AudioChunk, AudioDone, AudioFailed, AudioStart, SpeechRequest, TransportError
-from voicecli.tts.http_batch import BatchHttpTransport, http_base, mp3_slices
+from voicecli.tts.http_batch import BatchHttpTransport, http_base
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ async def test_whole_answer_arrives_as_frame_aligned_slices(server: RunningServe
         for chunk in chunks:  # each slice is whole frames
             position = 0
             while position < len(chunk):
-                position += mp3_frame_length(chunk[position : position + 4])
+                position += frame_length(chunk[position : position + 4])
             assert position == len(chunk)
         decoded = miniaudio.decode(b"".join(chunks), miniaudio.SampleFormat.FLOAT32, nchannels=1, sample_rate=24000)
         assert decoded.duration > 2.0
@@ -52,14 +52,6 @@ async def test_bad_request_is_a_failed_event(server: RunningServer) -> None:
         assert isinstance(event, AudioFailed) and event.code == "unknown_voice"
     finally:
         await transport.aclose()
-
-
-def test_mp3_slices_keep_every_byte() -> None:
-    frame = bytes([0xFF, 0xF3, 0x84, 0xC4]) + bytes(188)  # MPEG-2 L3 64 kbps 24 kHz: 192 bytes
-    assert mp3_frame_length(frame) == 192
-    data = frame * 100
-    slices = mp3_slices(data, size=1000)
-    assert b"".join(slices) == data and all(len(s) % 192 == 0 for s in slices)
 
 
 async def test_unreachable_endpoint() -> None:

@@ -17,7 +17,8 @@ from tests.standins.sagemaker import PART_SIZES, Behaviour, SageMakerRuntimeStan
 from tests.standins.sagemaker_bidi import BidiBehaviour, BidiStandIn
 from tests.standins.tls import SelfSigned, make_self_signed
 from tests.tts.events import audio_by_request, collect
-from voicecli.protocol import SAMPLE_RATE, mp3_frame_length
+from voicecli.audio.mp3_frames import frame_length
+from voicecli.protocol import SAMPLE_RATE
 from voicecli.tts.base import AudioChunk, AudioDone, AudioEvent, AudioFailed, AudioStart, SpeechRequest, TransportError
 from voicecli.tts.sagemaker import (
     SageMakerBatchTransport,
@@ -88,7 +89,7 @@ def mp3_seconds(data: bytes) -> float:
 def whole_frames(data: bytes) -> bool:
     position = 0
     while position < len(data):
-        position += mp3_frame_length(data[position : position + 4])
+        position += frame_length(data[position : position + 4])
     return position == len(data)
 
 

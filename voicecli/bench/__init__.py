@@ -64,11 +64,11 @@ def _rtt(parser: argparse.ArgumentParser) -> None:
                         "repeatable or a comma list, e.g. --rtt-ms 0,50 (default 0)")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the `tts`, `e2e`, `load` and `turns` sub-commands to the `voicecli bench` parser."""
-    from voicecli.cli import global_options
+def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
+    """Add the `tts`, `e2e`, `load` and `turns` sub-commands to the `voicecli bench` parser.
 
-    common = global_options()
+    `common` is the CLI's parent parser of global options, passed in so that bench never imports the CLI.
+    """
     commands = parser.add_subparsers(dest="bench_command", metavar="BENCH", required=True)
 
     text = "TTS only: batch vs bidi time to first audio (the post's 329 -> 157 ms study)"

@@ -39,10 +39,12 @@ from voicecli.bench.report import (
 from voicecli.bench.target import BenchError, Target, endpoint_stats, parse_rtts, resolve_target, route
 from voicecli.bench.texts import E2E_PROMPTS, E2E_SYSTEM_PROMPT
 from voicecli.config import Config
+from voicecli.errors import UserError
 from voicecli.llm import LLM, ChatMessage, LLMError
 from voicecli.llm.history import Conversation
-from voicecli.pipeline import CollectingSink, PipelineEvent, TurnFailed, VoicePipeline
+from voicecli.pipeline import PipelineEvent, TurnFailed, VoicePipeline
 from voicecli.session import llm_from_config, llm_label, pipeline_settings
+from voicecli.sinks import CollectingSink
 from voicecli.tts.base import SpeechRequest, TransportError, TTSTransport
 from voicecli.tts.http_batch import BatchHttpTransport
 from voicecli.tts.websocket import WebSocketTransport
@@ -289,7 +291,6 @@ async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from voicecli.cli import UserError
     from voicecli.local_endpoint import EndpointStartError
 
     if args.runs < 1:

@@ -34,6 +34,7 @@ from voicecli.bench.report import BenchResult, Sample, default_name, machine_lin
 from voicecli.bench.target import BenchError, Target, endpoint_cpu_s, endpoint_stats, parse_counts, resolve_target
 from voicecli.bench.texts import LOAD_SENTENCES
 from voicecli.config import Config
+from voicecli.errors import UserError
 from voicecli.timeline import summarize
 from voicecli.tts.base import SpeechRequest, TransportError
 from voicecli.tts.websocket import WebSocketTransport
@@ -289,7 +290,6 @@ async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from voicecli.cli import UserError
     from voicecli.local_endpoint import EndpointStartError
 
     if args.runs < 1 or args.sentences < 1:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voicecli.errors import UserError
 from voicecli.timeline import summarize
 
 LATEST = "latest"
@@ -193,7 +194,6 @@ def run_bench(
     errors: tuple[type[Exception], ...],
 ) -> BenchResult:
     """Run one benchmark, turn its expected failures into one-line CLI errors, then write and print its report."""
-    from voicecli.cli import UserError
 
     try:
         result = asyncio.run(bench)

@@ -38,6 +38,7 @@ from voicecli.bench.report import (
 from voicecli.bench.target import BenchError, Target, endpoint_stats, parse_rtts, resolve_target, route
 from voicecli.bench.texts import TEXT_SETS, paragraph
 from voicecli.config import Config
+from voicecli.errors import UserError
 from voicecli.segmentation import Segmenter
 from voicecli.timeline import summarize
 from voicecli.tts.base import SpeechRequest, TransportError, TTSTransport
@@ -267,7 +268,6 @@ async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from voicecli.cli import UserError
     from voicecli.local_endpoint import EndpointStartError
 
     if args.runs < 1:

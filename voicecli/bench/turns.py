@@ -51,6 +51,7 @@ from voicecli.bench.questions import Question, built_in, from_directory
 from voicecli.bench.report import BenchResult, Metric, Sample, default_name, machine_line, run_bench, summarize_samples
 from voicecli.bench.target import BenchError, Target, endpoint_stats, resolve_target
 from voicecli.config import Config
+from voicecli.errors import UserError
 from voicecli.session import llm_label
 from voicecli.timeline import summarize
 from voicecli.virtual_audio import MIC_SOURCE, SPEAKER_MONITOR, PrivatePulse, PulseUnavailable, Recorder
@@ -464,7 +465,6 @@ async def _bench(args: argparse.Namespace, config: Config, modes: list[str]) -> 
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from voicecli.cli import UserError
     from voicecli.local_endpoint import EndpointStartError
 
     if args.turns < 1:

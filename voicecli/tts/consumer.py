@@ -18,25 +18,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
+from voicecli.audio.pcm import Samples
+from voicecli.audio.streams import StreamDecoder
 from voicecli.protocol import Timings
 from voicecli.tts.base import AudioChunk, AudioDone, AudioEvent, AudioFailed, AudioStart, TTSTransport
-
-Samples = npt.NDArray[np.float32]
-
-
-class Decoder(Protocol):
-    """One request's audio: encoded chunks in, float32 samples out."""
-
-    def feed(self, data: bytes) -> Samples: ...
-
-    def flush(self) -> Samples:
-        """What is left once the request's audio is complete."""
-        ...
 
 
 class Stalled(TimeoutError):
@@ -74,13 +62,13 @@ class AudioConsumer:
     """
 
     def __init__(self, transport: TTSTransport, stall_s: float,
-                 decoder: Callable[[], Decoder] | None = None) -> None:
+                 decoder: Callable[[], StreamDecoder] | None = None) -> None:
         self.transport = transport
         self.stall_s = stall_s
         self._decoder_for = decoder
         self.requests: dict[str, RequestAudio] = {}
         self._pending: dict[str, None] = {}
-        self._decoders: dict[str, Decoder] = {}
+        self._decoders: dict[str, StreamDecoder] = {}
         self._current: RequestAudio | None = None
         self.start_order: list[str] = []
         self.done_order: list[str] = []

@@ -12,7 +12,8 @@ from typing import ClassVar
 
 import httpx
 
-from voicecli.protocol import INVOCATIONS_PATH, PING_PATH, SAMPLE_RATE, Timings, mp3_frame_length
+from voicecli.audio.mp3_frames import frame_slices
+from voicecli.protocol import INVOCATIONS_PATH, PING_PATH, SAMPLE_RATE, Timings
 from voicecli.tts.base import (
     AudioChunk,
     AudioDone,
@@ -32,23 +33,6 @@ def http_base(target: str) -> str:
         if url.startswith(plain):
             url = secure + url[len(plain) :]
     return url.split(INVOCATIONS_PATH)[0]
-
-
-def mp3_slices(data: bytes, size: int = CHUNK_BYTES) -> list[bytes]:
-    """Cut a whole MP3 into slices of whole frames (so each slice decodes as the WebSocket's frames do)."""
-    slices: list[bytes] = []
-    start = position = 0
-    while position + 4 <= len(data):
-        try:
-            position += mp3_frame_length(data[position : position + 4])
-        except ValueError:
-            break
-        if position - start >= size:
-            slices.append(data[start:position])
-            start = position
-    if start < len(data):
-        slices.append(data[start:])
-    return slices
 
 
 class BatchHttpTransport(SerialTransport):
@@ -97,7 +81,7 @@ class BatchHttpTransport(SerialTransport):
             return
         self._emit(AudioStart(request.request_id, request.format, SAMPLE_RATE))
         audio = response.content
-        pieces = mp3_slices(audio) if request.format == "mp3" else [
+        pieces = frame_slices(audio, CHUNK_BYTES) if request.format == "mp3" else [
             audio[i : i + CHUNK_BYTES] for i in range(0, len(audio), CHUNK_BYTES)]
         for piece in pieces:
             self._emit(AudioChunk(request.request_id, piece))

@@ -20,6 +20,8 @@ import logging
 import threading
 from typing import Any, ClassVar
 
+from voicecli.audio.mp3_frames import frame_slices
+from voicecli.audio.streams import aligner_for
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.tts.base import (
     AudioChunk,
@@ -27,8 +29,7 @@ from voicecli.tts.base import (
     AudioStart,
     SpeechRequest,
 )
-from voicecli.tts.frame_align import aligner_for
-from voicecli.tts.http_batch import CHUNK_BYTES, mp3_slices
+from voicecli.tts.http_batch import CHUNK_BYTES
 from voicecli.tts.sagemaker_common import Failure, SageMakerTarget, explain, explain_botocore, runtime_client
 from voicecli.tts.serial import SerialTransport
 
@@ -86,7 +87,7 @@ class SageMakerBatchTransport(_InvokeTransport):
             return
         rid = request.request_id
         self._emit(AudioStart(rid, request.format, SAMPLE_RATE))
-        pieces = mp3_slices(audio) if request.format == "mp3" else [
+        pieces = frame_slices(audio, CHUNK_BYTES) if request.format == "mp3" else [
             audio[i : i + CHUNK_BYTES] for i in range(0, len(audio), CHUNK_BYTES)]
         for piece in pieces:
             self._emit(AudioChunk(rid, piece))

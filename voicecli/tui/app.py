@@ -8,7 +8,6 @@ says what to do, never a traceback.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
@@ -30,8 +29,10 @@ from voicecli.pipeline import (
     TurnFinished,
     TurnStarted,
 )
-from voicecli.session import Session, llm_label, open_session
+from voicecli.session import STARTUP_ERRORS, Session, llm_label, open_session
+from voicecli.speaker import open_sink
 from voicecli.timeline import LatencyLog, Mark, SessionStats
+from voicecli.tui.race import RaceScreen
 from voicecli.tui.widgets import ConversationView, LatencyPanel, StatusBar
 from voicecli.turn_taking import TurnTaker
 from voicecli.voices import cycle
@@ -47,6 +48,7 @@ HELP = """\
 [b]F2[/b]        switch turn taking: voice activity detection / push-to-talk
 [b]F3[/b]        switch bidi (sentence by sentence) / batch (whole answer)
 [b]F4 / F5[/b]   previous / next voice
+[b]F7[/b]        demo: race one question through batch and bidi, side by side
 [b]Esc[/b]       interrupt the answer (stops audio, cancels generation)
 [b]Ctrl+L[/b]    clear the conversation and its history
 [b]F1[/b]        this help          [b]Ctrl+Q[/b]  quit
@@ -82,6 +84,7 @@ class VoiceChatApp(App[int]):
         Binding("f3", "toggle_mode", "Bidi/Batch"),
         Binding("f4", "voice(-1)", "Voice-"),
         Binding("f5", "voice(1)", "Voice+"),
+        Binding("f7", "demo", "Race"),
         Binding("escape", "interrupt", "Interrupt"),
         Binding("ctrl+l", "clear", "Clear"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -96,6 +99,7 @@ class VoiceChatApp(App[int]):
         self.log_file = LatencyLog(config.latency_log_path)
         self.listener: Listener | None = None
         self.taker: TurnTaker | None = None
+        self.audio_note = ""
 
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
@@ -133,9 +137,8 @@ class VoiceChatApp(App[int]):
 
     @work(exclusive=True, group="startup")
     async def start_session(self) -> None:
-        from voicecli.chat import STARTUP_ERRORS, make_sink
-
-        sink, audio_note = make_sink(self.config, self.mute, None)
+        sink, audio_note = open_sink(self.config, self.mute, None)
+        self.audio_note = audio_note
         self.conversation.notice(f"starting: {audio_note}")
         try:
             self.session = await open_session(self.config, sink, self.progress, self.on_pipeline_event)
@@ -160,15 +163,14 @@ class VoiceChatApp(App[int]):
     async def start_listening(self) -> None:
         """The microphone is optional: without one the app says so and typing still works."""
         from voicecli.capture import NoMicrophoneError
-        from voicecli.listening import EchoGate, open_listener
+        from voicecli.listening import open_gated_listener
         from voicecli.transcription import WhisperModelMissing
 
         assert self.session is not None
         pipeline = self.session.pipeline
-        gate = EchoGate(self.config.audio.echo_gate, self.config.audio.echo_margin_db,
-                        lambda: pipeline.speaking, getattr(pipeline.sink, "level_db", lambda: -120.0))
         try:
-            self.listener = await asyncio.to_thread(open_listener, self.config, self.on_listen_event, gate)
+            self.listener = await open_gated_listener(self.config, self.on_listen_event, lambda: pipeline.speaking,
+                                                      pipeline.sink)
         except NoMicrophoneError as exc:
             self.conversation.notice(f"no microphone ({exc}): voice input is off, typing still works")
             return
@@ -181,7 +183,9 @@ class VoiceChatApp(App[int]):
     def on_listen_event(self, event: ListenEvent) -> None:
         from voicecli.listening import HeardNothing, InputLevel
 
-        if self.taker is not None:
+        if isinstance(self.screen, RaceScreen):  # the race screen takes spoken questions while it is open
+            self.screen.on_listen(event)
+        elif self.taker is not None:
             self.taker.on_listen(event)
         if isinstance(event, InputLevel):
             self.status.mic_level_db = event.db
@@ -247,6 +251,18 @@ class VoiceChatApp(App[int]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    async def action_demo(self) -> None:
+        """The race screen over this session (its LLM, transports and speaker); the chat waits meanwhile."""
+        if self.session is None or self.taker is None:
+            self.notify("still starting up: wait for 'ready'", severity="warning")
+            return
+        if isinstance(self.screen, RaceScreen):
+            return
+        await self.taker.interrupt()  # the race uses the session's transports: nothing else may meanwhile
+        screen = RaceScreen(self.config)
+        await self.push_screen(screen)
+        screen.attach(self.session, self.audio_note)
 
     async def action_interrupt(self) -> None:
         if self.taker is not None and self.session is not None and self.session.pipeline.speaking:

@@ -11,12 +11,12 @@ import logging
 from pathlib import Path
 from typing import Literal
 
+from voicecli.server_options import ENGINE_NAMES, EngineName
 from voicecli_endpoint.engines.base import Engine
 
-log = logging.getLogger(__name__)
+__all__ = ["ENGINE_NAMES", "EngineName", "cuda_available", "load_engine", "resolve_engine_name"]
 
-EngineName = Literal["auto", "onnx", "torch"]
-ENGINE_NAMES: tuple[EngineName, ...] = ("auto", "onnx", "torch")
+log = logging.getLogger(__name__)
 
 
 def cuda_available() -> bool:
@@ -44,6 +44,10 @@ def load_engine(name: str, models_dir: Path, threads: int = 1, solo_threads: int
     resolved = resolve_engine_name(name)
     log.info("loading %s engine (requested %r) from %s with %d thread(s)", resolved, name, models_dir, threads)
     if resolved == "torch":
+        missing = [module for module in ("torch", "kokoro") if importlib.util.find_spec(module) is None]
+        if missing:  # the chat's install (scripts/setup, requirements/chat.lock) leaves the torch engine out
+            raise ModuleNotFoundError(f"the torch engine needs {' and '.join(missing)} (not installed): "
+                                      "pip install -e '.[torch]' (scripts/test installs it), or use --engine onnx")
         from voicecli_endpoint.engines.torch_engine import TorchEngine
 
         return TorchEngine(models_dir, threads)

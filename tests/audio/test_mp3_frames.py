@@ -1,4 +1,5 @@
-"""Re-alignment of audio cut at arbitrary byte offsets (what SageMaker's response stream does to PayloadParts)."""
+"""The MP3 frame header parser and splitter: re-alignment of a stream cut at arbitrary byte offsets (what
+SageMaker's response stream does to PayloadParts), frame lengths, and cutting a whole MP3 into frames."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ import itertools
 
 import lameenc
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicecli.protocol import mp3_frame_length
-from voicecli.tts.frame_align import Mp3Aligner, PcmAligner
+from voicecli.audio.mp3_frames import Mp3FrameSplitter, frame_length, frame_slices, split_frames
 
 
 def _mp3() -> bytes:
@@ -30,7 +31,7 @@ MP3 = _mp3()
 def _whole_frames(data: bytes) -> bool:
     position = 0
     while position < len(data):
-        position += mp3_frame_length(data[position : position + 4])
+        position += frame_length(data[position : position + 4])
     return position == len(data)
 
 
@@ -43,7 +44,7 @@ def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(min_value=0, max_value=1 << 20), max_size=40))
 def test_mp3_cut_anywhere_comes_out_as_whole_frames_and_unchanged(cuts: list[int]) -> None:
-    aligner = Mp3Aligner()
+    aligner = Mp3FrameSplitter()
     out = [aligner.feed(part) for part in _cut(MP3, cuts)]
     assert all(_whole_frames(piece) for piece in out if piece)
     assert b"".join(out) == MP3
@@ -51,21 +52,38 @@ def test_mp3_cut_anywhere_comes_out_as_whole_frames_and_unchanged(cuts: list[int
 
 
 def test_mp3_truncated_tail_is_held_back_and_reported() -> None:
-    aligner = Mp3Aligner()
-    first = mp3_frame_length(MP3[:4])
+    aligner = Mp3FrameSplitter()
+    first = frame_length(MP3[:4])
     assert aligner.feed(MP3[: first + 10]) == MP3[:first]
     assert aligner.flush() == 10
 
 
 def test_mp3_junk_before_a_frame_is_skipped() -> None:
-    aligner = Mp3Aligner()
+    aligner = Mp3FrameSplitter()
     assert aligner.feed(b"ID3junk" + MP3) == MP3
     assert aligner.skipped == 7
 
 
-@given(st.binary(max_size=200).filter(lambda b: len(b) % 2 == 0), st.lists(st.integers(0, 400), max_size=20))
-def test_pcm_cut_anywhere_comes_out_as_whole_samples(samples: bytes, cuts: list[int]) -> None:
-    aligner = PcmAligner()
-    out = [aligner.feed(part) for part in _cut(samples, cuts)]
-    assert all(len(piece) % 2 == 0 for piece in out)
-    assert b"".join(out) == samples and aligner.flush() == 0
+def test_mp3_frame_length_of_lame_24khz_64kbps() -> None:
+    # MPEG-2 Layer III, 64 kbps, 24 kHz, no padding: 72 * 64000 / 24000 = 192 bytes (576 samples, 24 ms).
+    assert frame_length(bytes([0xFF, 0xF3, 0x84, 0xC4])) == 192
+    assert frame_length(bytes([0xFF, 0xF3, 0x86, 0xC4])) == 193  # padding bit
+    assert frame_length(bytes([0xFF, 0xFB, 0x90, 0x64])) == 417  # MPEG-1 128 kbps 44.1 kHz
+    with pytest.raises(ValueError):
+        frame_length(b"{\"a")
+
+
+def test_frame_slices_keep_every_byte() -> None:
+    frame = bytes([0xFF, 0xF3, 0x84, 0xC4]) + bytes(188)  # MPEG-2 L3 64 kbps 24 kHz: 192 bytes
+    assert frame_length(frame) == 192
+    data = frame * 100
+    slices = frame_slices(data, size=1000)
+    assert b"".join(slices) == data and all(len(s) % 192 == 0 for s in slices)
+
+
+def test_split_frames_keeps_the_partial_tail() -> None:
+    data = MP3
+    frames, rest = split_frames(data[:500])
+    assert [len(f) for f in frames] == [192, 192] and rest == data[384:500]
+    with pytest.raises(ValueError):
+        split_frames(b"\x00" * 8)

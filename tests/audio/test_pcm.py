@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicecli.pcm import Pcm16Decoder, pcm16_to_float32
+from voicecli.audio.pcm import Pcm16Aligner, Pcm16Decoder, pcm16_to_float32
 
 
 def test_whole_payload_scaling() -> None:
@@ -44,3 +46,17 @@ def test_any_split_decodes_like_the_whole(data: bytes, sizes: list[int], channel
     assert dec.pending_bytes == 0
     got = np.concatenate(parts) if parts else np.zeros(0, np.float32)
     assert np.array_equal(got, pcm16_to_float32(whole))
+
+
+def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    edges = [0, *points, len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(edges)]
+
+
+@given(st.binary(max_size=200).filter(lambda b: len(b) % 2 == 0), st.lists(st.integers(0, 400), max_size=20))
+def test_pcm_cut_anywhere_comes_out_as_whole_samples(samples: bytes, cuts: list[int]) -> None:
+    aligner = Pcm16Aligner()
+    out = [aligner.feed(part) for part in _cut(samples, cuts)]
+    assert all(len(piece) % 2 == 0 for piece in out)
+    assert b"".join(out) == samples and aligner.flush() == 0

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.typing import NDArray
 
-from voicecli.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder, parse_header
+from voicecli.audio.mp3_decode import LAME_TOTAL_DELAY, Mp3DecodeError, Mp3StreamDecoder
+from voicecli.audio.mp3_frames import parse_header
 
 RATE = 24000
 

@@ -1,0 +1,82 @@
+"""Where decoded answer audio goes: the AudioSink interface and the sink that keeps audio instead of playing it.
+
+Its own module so that the pipeline (which writes to a sink), the speaker (one sink) and the front ends (which
+choose one) depend on it and not on each other.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from voicecli.audio.pcm import Samples
+
+
+class AudioSink(Protocol):
+    """Where decoded answer audio goes: the speaker (playback.Player), a file, or nowhere (--mute)."""
+
+    def write(self, samples: Samples, answer_id: str) -> None: ...
+
+    def first_played(self, answer_id: str) -> float | None:
+        """Monotonic time the first audible sample of this answer reached the device, if it has."""
+        ...
+
+    def stop(self) -> None:
+        """Silence at once and drop what is buffered (barge-in)."""
+        ...
+
+    def drained(self) -> bool:
+        """True when everything written has been played."""
+        ...
+
+    def watch(self, wake: Callable[[], None]) -> None:
+        """Call `wake` whenever playback moves on: an answer's first audible sample is scheduled, everything
+        written has played, or stop() dropped it. It may be called from the audio thread, so `wake` must be
+        thread-safe (the pipeline's hands over with loop.call_soon_threadsafe). A sink that never waits (one
+        whose drained() is always True) may call it from write(), or not at all."""
+        ...
+
+    def finish(self, answer_id: str) -> None:
+        """No more audio will come for this answer (so a gap after it is not an underrun)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class CollectingSink:
+    """Keeps the audio instead of playing it (for --out and --mute): first_played is when it was first written."""
+
+    def __init__(self) -> None:
+        self.chunks: list[Samples] = []
+        self._first: dict[str, float] = {}
+        self._wake: Callable[[], None] = lambda: None
+
+    def write(self, samples: Samples, answer_id: str) -> None:
+        if answer_id not in self._first:
+            self._first[answer_id] = time.monotonic()
+            self._wake()
+        self.chunks.append(samples)
+
+    def watch(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+
+    def first_played(self, answer_id: str) -> float | None:
+        return self._first.get(answer_id)
+
+    def stop(self) -> None:
+        pass
+
+    def drained(self) -> bool:
+        return True
+
+    def finish(self, answer_id: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def audio(self) -> Samples:
+        return np.concatenate(self.chunks) if self.chunks else np.zeros(0, np.float32)
