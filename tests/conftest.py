@@ -6,6 +6,7 @@ about 1 GB, so every test that needs synthesis shares it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -165,8 +166,7 @@ async def transports(server: RunningServer) -> AsyncIterator[dict[str, TTSTransp
 
     made: dict[str, TTSTransport] = {"bidi": WebSocketTransport(server.http_url),
                                      "batch": BatchHttpTransport(server.http_url)}
-    for transport in made.values():
-        await transport.connect()
-    yield made
-    for transport in made.values():
-        await transport.aclose()
+    async with contextlib.AsyncExitStack() as stack:
+        for transport in made.values():
+            await stack.enter_async_context(transport)
+        yield made

@@ -134,6 +134,30 @@ def test_plays_speech_faithfully_and_marks_first_audible(pulse: PrivatePulse, sp
     _measure("late_callbacks", stats.late_callbacks, "")
 
 
+def test_the_watcher_is_woken_when_the_first_sample_is_heard_and_when_all_has_played(
+    pulse: PrivatePulse, speech: NDArray[np.float32]
+) -> None:
+    """What lets the pipeline wait without polling: each wake comes from the audio thread at the moment it says."""
+    wakes: list[tuple[float, float | None]] = []
+    with Player() as player:
+        player.watch(lambda: wakes.append((time.monotonic(), player.first_audible("a1"))))
+        time.sleep(0.3)
+        assert wakes == []  # an idle stream wakes nobody
+        player.write(speech[:24000], "a1")
+        player.end_answer("a1")
+        assert player.wait_done(timeout=30)
+        time.sleep(0.1)
+        timing = player.timing("a1")
+        woken = list(wakes)
+        player.stop(flush_device=False)
+        assert len(wakes) == len(woken) + 1  # stop() wakes the watcher too
+    assert timing is not None and timing.first_audible_at_dac is not None and timing.last_sample_at_dac is not None
+    assert len(woken) == 2, woken  # first audible, then played out: exactly once each
+    (_, first_known), (played_out_at, _) = woken
+    assert first_known == timing.first_audible_at_dac  # the first wake comes once the mark exists
+    assert timing.last_sample_at_dac <= played_out_at < timing.last_sample_at_dac + 0.1
+
+
 @pytest.mark.parametrize("flush_device", [True, False])
 def test_stop_silences_within_about_one_block_plus_latency(
     pulse: PrivatePulse, speech: NDArray[np.float32], flush_device: bool

@@ -14,6 +14,11 @@ and decoded, but its audio and its UI events are held back and its question is n
 (the end of turn is confirmed), everything held flows at once and the turn goes on as any other; discarded (the user
 spoke again, or the final transcript differs), it is cancelled like a barge-in, on the same connection, and leaves
 no trace: nothing heard, nothing shown, nothing in the history.
+
+Nothing here polls. The TTS events are read by the shared `voicecli.tts.consumer.AudioConsumer`, which wakes on an
+event or when the turn's set of sentences changes; the sink wakes the turn (`AudioSink.watch`, from its audio
+thread through `loop.call_soon_threadsafe`) when an answer's first sample is heard and when everything written has
+played; the UI receives every change as a typed event through `on_event` (each `Mark` carries its turn's timeline).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import numpy as np
 
 from voicecli.audio.mp3_decode import Mp3DecodeError
 from voicecli.audio.pcm import Samples
-from voicecli.audio.streams import StreamDecoder, answer_decoder
+from voicecli.audio.streams import answer_decoder
 from voicecli.audio_devices import AudioDeviceError
 from voicecli.llm.base import LLM, ChatMessage, LLMError, StreamEnd, TextDelta
 from voicecli.llm.history import Conversation
@@ -38,16 +43,8 @@ from voicecli.segmentation import Segmenter
 from voicecli.sinks import AudioSink
 from voicecli.speakable import speakable_text
 from voicecli.timeline import Mark, SentenceMarks, SpeculationCounts, TurnTimeline
-from voicecli.tts.base import (
-    AudioChunk,
-    AudioDone,
-    AudioEvent,
-    AudioFailed,
-    AudioStart,
-    SpeechRequest,
-    TransportError,
-    TTSTransport,
-)
+from voicecli.tts.base import AudioFailed, SpeechRequest, TransportError, TTSTransport
+from voicecli.tts.consumer import AudioConsumer, RequestAudio, Stalled
 
 # --- typed events for the UI (like Pipecat frames: data flows one way, interruptions overtake it) --------------
 
@@ -162,11 +159,14 @@ class PipelineSettings:
 class _Turn:
     timeline: TurnTimeline
     answer_id: str
+    audio: _TurnAudio | None = None
+    """The reader of this turn's TTS events (made when the turn starts)."""
     request_index: dict[str, int] = field(default_factory=dict)
-    pending: set[str] = field(default_factory=set)
     text: list[str] = field(default_factory=list)
     heard: set[int] = field(default_factory=set)
     llm_finished: asyncio.Event = field(default_factory=asyncio.Event)
+    moved: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the sink reports progress or the turn is interrupted: what the wait for playback wakes on."""
     failure: str | None = None
     hold: Hold | None = None
     """Set while the turn is speculative and undecided; None once released (or for an ordinary turn)."""
@@ -180,6 +180,63 @@ class _Turn:
     def sentences(self) -> list[SentenceMarks]:
         """The answer's sentences live on the timeline, so the log and the TUI see per-sentence marks."""
         return self.timeline.sentences
+
+
+class _Decoder:
+    """One request's audio for the pipeline: undecodable MP3 is dropped and the turn goes on."""
+
+    def __init__(self, audio_format: str) -> None:
+        self._decoder = answer_decoder(audio_format)
+
+    def feed(self, data: bytes) -> Samples:
+        try:
+            return self._decoder.feed(data)
+        except Mp3DecodeError:
+            return np.zeros(0, np.float32)
+
+    def flush(self) -> Samples:
+        return self._decoder.flush()
+
+
+class _TurnAudio(AudioConsumer):
+    """A turn's TTS events: first bytes become marks (and resume a paused LLM), audio goes to the sink (or is held
+    while the turn is speculative), failures become the turn's failure."""
+
+    def __init__(self, pipeline: VoicePipeline, turn: _Turn, transport: TTSTransport) -> None:
+        settings = pipeline.settings
+        super().__init__(transport, settings.stall_timeout_s, lambda: _Decoder(settings.audio_format))
+        self.pipeline = pipeline
+        self.turn = turn
+
+    def _marks(self, entry: RequestAudio) -> SentenceMarks:
+        return self.turn.sentences[self.turn.request_index[entry.request_id]]
+
+    def first_byte(self, entry: RequestAudio) -> None:
+        turn, marks = self.turn, self._marks(entry)
+        assert entry.first_byte is not None
+        marks.first_byte = entry.first_byte
+        turn.timeline.mark("first_audio_byte", entry.first_byte)
+        self.pipeline._resume_llm(turn)
+        self.pipeline._emit(turn, SentenceAudio(turn.timeline.turn_id, marks.index))
+
+    def audio(self, entry: RequestAudio, samples: Samples) -> None:
+        marks = self._marks(entry)
+        marks.audio_s += samples.size / SAMPLE_RATE
+        self.turn.heard.add(marks.index)
+        self.pipeline._play(self.turn, samples)
+
+    def finished(self, entry: RequestAudio) -> None:
+        marks = self._marks(entry)
+        marks.done = entry.done
+        if entry.timings is not None:
+            marks.server_first_audio_ms = entry.timings.first_audio_ms
+
+    def failed(self, entry: RequestAudio | None, event: AudioFailed) -> None:
+        if entry is not None:
+            index = self._marks(entry).index
+            self.turn.failure = f"sentence {index + 1} could not be spoken: {event.message} ({event.code})"
+        elif event.request_id is None:  # about the session, not one request (another id: a cancelled request)
+            self.turn.failure = f"the TTS endpoint reported: {event.message}"
 
 
 class VoicePipeline:
@@ -210,10 +267,6 @@ class VoicePipeline:
         turn still on hold is not speaking: the user may well go on talking, and that is not a barge-in."""
         return self._current is not None and self._current.hold is None
 
-    @property
-    def current_timeline(self) -> TurnTimeline | None:
-        return None if self._current is None else self._current.timeline
-
     async def turn(
         self,
         user_text: str,
@@ -240,6 +293,13 @@ class VoicePipeline:
             timeline.mark(name, at)
         self._current = turn
         transport = self.transports[mode]
+        turn.audio = _TurnAudio(self, turn, transport)
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:  # the sink may call it from its audio thread
+            loop.call_soon_threadsafe(self._sink_moved)
+
+        self.sink.watch(wake)
         if hold is None:
             self.history.add_user(user_text)
             context = self.history.messages()
@@ -281,6 +341,13 @@ class VoicePipeline:
             self._on_event(TurnFailed(turn_id, turn.failure))
         self._on_event(TurnFinished(turn_id, timeline, answer, spoken, timeline.interrupted))
         return timeline
+
+    def _sink_moved(self) -> None:
+        """The sink reported progress (on the event loop's thread by now): mark what was heard, wake the turn."""
+        turn = self._current
+        if turn is not None:
+            self._check_played(turn)
+            turn.moved.set()
 
     def _emit(self, turn: _Turn, event: PipelineEvent) -> None:
         """Send a turn's event to the UI, or keep it while the turn is held (a speculative answer shows nothing)."""
@@ -326,6 +393,7 @@ class VoicePipeline:
         if turn is None:
             return
         turn.timeline.interrupted = True
+        turn.moved.set()
         if turn.hold is not None:  # a speculative answer nobody heard: drop it without a trace
             turn.hold.discard()
             return
@@ -337,8 +405,11 @@ class VoicePipeline:
         if self._llm_task is not None:
             self._llm_task.cancel()
         await self.transports[turn.timeline.mode].cancel(None)
-        turn.pending.clear()
+        if turn.audio is not None:
+            turn.audio.forget()
+            turn.audio.close()
         turn.llm_finished.set()
+        turn.moved.set()
 
     async def _generate(self, turn: _Turn, transport: TTSTransport, context: list[ChatMessage], batch: bool) -> None:
         """LLM deltas -> segmenter -> TTS requests (each sentence at once in bidi; everything at the end in batch)."""
@@ -375,6 +446,8 @@ class VoicePipeline:
             turn.failure = str(exc)
         finally:
             turn.llm_finished.set()
+            if turn.audio is not None:
+                turn.audio.close()  # no more sentences: the reader ends once their audio is in
 
     async def _speak(self, turn: _Turn, transport: TTSTransport, text: str) -> None:
         timeline = turn.timeline
@@ -384,7 +457,8 @@ class VoicePipeline:
         timeline.mark("first_sentence_ready")
         request_id = f"{turn.answer_id}-{index}"
         turn.request_index[request_id] = index
-        turn.pending.add(request_id)
+        assert turn.audio is not None
+        turn.audio.track(request_id)
         self._emit(turn, SentenceQueued(timeline.turn_id, index, text))
         await transport.send(SpeechRequest(request_id, text, self.settings.voice, self.settings.speed,
                                            "pcm16" if self.settings.audio_format == "pcm16" else "mp3"))
@@ -397,65 +471,31 @@ class VoicePipeline:
                 turn.llm_paused = True
 
     async def _receive(self, turn: _Turn, transport: TTSTransport) -> None:
-        """Audio events -> decoder -> sink, until the LLM is done and every sentence's audio has arrived."""
+        """Audio events -> decoder -> sink, until the LLM is done and every sentence's audio has arrived; then
+        wait (woken by the sink, never polling) until it has played."""
         timeline = turn.timeline
-        decoders: dict[str, StreamDecoder] = {}
-        last_event = time.monotonic()
-        while not (turn.llm_finished.is_set() and not turn.pending):
-            self._check_played(turn)
-            try:
-                event: AudioEvent = await transport.next_event(timeout=0.02)
-            except TimeoutError:
-                if turn.pending and time.monotonic() - last_event > self.settings.stall_timeout_s:
-                    turn.failure = (f"the TTS endpoint sent nothing for {self.settings.stall_timeout_s:.0f} s; "
-                                    "it may be overloaded or stuck: check `voicecli doctor`, or restart it")
-                    await transport.cancel(None)
-                    turn.pending.clear()
-                    if self._llm_task is not None:
-                        self._llm_task.cancel()
-                    break
-                continue
-            last_event = time.monotonic()
-            rid = event.request_id
-            if rid is None or rid not in turn.pending:
-                if isinstance(event, AudioFailed) and rid is None:
-                    turn.failure = f"the TTS endpoint reported: {event.message}"
-                continue  # an event of a cancelled or earlier turn
-            index = turn.request_index[rid]
-            marks = turn.sentences[index]
-            if isinstance(event, AudioStart):
-                decoders[rid] = answer_decoder(self.settings.audio_format)
-            elif isinstance(event, AudioChunk):
-                if marks.first_byte is None:
-                    marks.first_byte = event.at
-                    timeline.mark("first_audio_byte", event.at)
-                    self._resume_llm(turn)
-                    self._emit(turn, SentenceAudio(timeline.turn_id, index))
-                samples = self._decode(decoders, rid, event.data)
-                if samples.size:
-                    marks.audio_s += samples.size / SAMPLE_RATE
-                    turn.heard.add(index)
-                    self._play(turn, samples)
-            elif isinstance(event, AudioDone):
-                tail = decoders.pop(rid).flush() if rid in decoders else np.zeros(0, np.float32)
-                if tail.size:
-                    self._play(turn, tail)
-                marks.done = event.at
-                if event.timings is not None:
-                    marks.server_first_audio_ms = event.timings.first_audio_ms
-                turn.pending.discard(rid)
-            elif isinstance(event, AudioFailed):
-                turn.pending.discard(rid)
-                turn.failure = f"sentence {index + 1} could not be spoken: {event.message} ({event.code})"
+        assert turn.audio is not None
+        try:
+            await turn.audio.run()
+        except Stalled:
+            turn.failure = (f"the TTS endpoint sent nothing for {self.settings.stall_timeout_s:.0f} s; "
+                            "it may be overloaded or stuck: check `voicecli doctor`, or restart it")
+            await transport.cancel(None)
+            turn.audio.forget()
+            if self._llm_task is not None:
+                self._llm_task.cancel()
         if turn.hold is not None and not turn.discarded:
             await turn.hold.wait()  # the whole answer is ready before the turn is confirmed: wait for the verdict
             await asyncio.sleep(0)  # let _decide flush what was held
         if turn.discarded:
             return
         self.sink.finish(turn.answer_id)
-        while not self.sink.drained() and not timeline.interrupted:
+        while True:
+            turn.moved.clear()  # cleared before looking, so a wake that comes meanwhile is not lost
             self._check_played(turn)
-            await asyncio.sleep(0.02)
+            if timeline.interrupted or self.sink.drained():
+                break
+            await turn.moved.wait()
         self._check_played(turn)
 
     def _resume_llm(self, turn: _Turn) -> None:
@@ -470,15 +510,6 @@ class VoicePipeline:
             turn.held_audio.append(samples)
         elif not turn.discarded:
             self.sink.write(samples, turn.answer_id)
-
-    def _decode(self, decoders: dict[str, StreamDecoder], rid: str, data: bytes) -> Samples:
-        decoder = decoders.get(rid)
-        if decoder is None:  # audio without its start frame (a transport that sends none)
-            decoder = decoders[rid] = answer_decoder(self.settings.audio_format)
-        try:
-            return decoder.feed(data)
-        except Mp3DecodeError:
-            return np.zeros(0, np.float32)
 
     def _check_played(self, turn: _Turn) -> None:
         if "first_audio_played" not in turn.timeline.marks:

@@ -15,6 +15,10 @@ Why this shape:
 - A device that goes away mid-playback (USB unplugged, sound server killed) makes PortAudio end the stream by
   itself: no more callbacks, so nothing would ever drain. ``write`` and ``wait_done`` notice a stream that is
   neither active nor stopped by us and raise ``OutputStreamError`` saying what happened, instead of hanging.
+- Waking the event loop: whoever waits for playback (the pipeline) registers ``watch(wake)``; the audio thread
+  calls it when an answer's first audible sample is scheduled, when everything written has played out, and when
+  the stream stops (``stop()``, or the device going away), so nobody polls. ``wake`` runs on the audio thread and
+  must only hand over (loop.call_soon_threadsafe); if it raises, the error is dropped, never the stream.
 - Sample rate: the source is 24 kHz mono; PulseAudio accepts that directly. Devices that refuse it get the shared
   streaming resampler (voicecli.audio.resample: libswresample, its state kept across the writes of one answer and
   its tail flushed at the answer's end) and a channel up/down-mix.
@@ -22,10 +26,12 @@ Why this shape:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -115,6 +121,8 @@ class Player:
         self._current: str | None = None  # answer of the most recently played sample
         self._stop_pending = False
         self._last_dac_end = 0.0
+        self._wake: Callable[[], None] | None = None
+        self._playing_out = False  # written audio not yet played out: the callback wakes the watcher when it is
         self.stats = PlaybackStats()
         self._stream: Any = self._open_stream(latency, block_ms, stream_rate)
         self._resampler: StreamResampler | None = None
@@ -145,6 +153,7 @@ class Player:
                     stream = sd.OutputStream(
                         samplerate=rate, channels=channels, dtype="float32", device=self.device.index,
                         blocksize=blocksize, latency=latency, callback=self._callback,
+                        finished_callback=self._notify,
                     )  # fmt: skip
                 except sd.PortAudioError as exc:
                     errors.append(f"{rate} Hz x{channels}: {exc}")
@@ -196,6 +205,7 @@ class Player:
                 return
             self._queue.append(_Block(answer_id, block))
             self._queued_frames += block.shape[0]
+            self._playing_out = True
 
     def end_answer(self, answer_id: str) -> None:
         """All of this answer's audio has been written: running dry after it is not an underrun."""
@@ -230,11 +240,23 @@ class Player:
             self._stop_pending = True
             self.stats.stop_requested_at = now
             self.stats.silence_at_dac_after_stop = None
+            self._playing_out = False
             self._drained.notify_all()
         if flush_device and self._stream is not None:
             self._stream.abort()
             self._stream.start()
+        self._notify()
         return now
+
+    def watch(self, wake: Callable[[], None] | None) -> None:
+        """Call `wake` (on the audio thread) when playback moves on; see the module docstring."""
+        self._wake = wake
+
+    def _notify(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            with contextlib.suppress(Exception):  # a closed event loop must not abort the audio stream
+                wake()
 
     # -- the audio thread ----------------------------------------------------------------------------------------
 
@@ -245,6 +267,7 @@ class Player:
             lead = self.latency
         dac0 = now + lead
         rate = self.stream_rate
+        wake = False
         with self._lock:
             stats = self.stats
             stats.callbacks += 1
@@ -270,6 +293,7 @@ class Player:
                     loud = np.flatnonzero(np.abs(chunk).max(axis=1) > AUDIBLE_THRESHOLD)
                     if loud.size:
                         timing.first_audible_at_dac = at + int(loud[0]) / rate
+                        wake = True
                 timing.frames_played += n
                 timing.last_sample_at_dac = dac0 + (filled + n) / rate
                 self._current = blk.answer_id
@@ -288,6 +312,11 @@ class Player:
                     stats.underruns += 1
                 if not queue:
                     self._drained.notify_all()
+            if not queue and self._playing_out and now >= self._last_dac_end:
+                self._playing_out = False  # the last sample written has left the DAC
+                wake = True
+        if wake:
+            self._notify()
 
     # -- waiting and closing -------------------------------------------------------------------------------------
 

@@ -261,10 +261,18 @@ class _Played:
         self.output = output
         self.prefix = prefix
         self._first: dict[str, float] = {}
+        self._wake: Callable[[], None] = lambda: None
 
     def write(self, samples: Samples, answer_id: str) -> None:
-        self._first.setdefault(answer_id, time.monotonic())
+        if answer_id not in self._first:
+            self._first[answer_id] = time.monotonic()
+            self._wake()
         self.output.write(samples, self.prefix + answer_id)
+
+    def watch(self, wake: Callable[[], None]) -> None:
+        """First played is the first write (woken here); the output wakes the wait for it to play out."""
+        self._wake = wake
+        self.output.watch(wake)
 
     def first_played(self, answer_id: str) -> float | None:
         return self._first.get(answer_id)

@@ -29,7 +29,8 @@ from voicecli.audio.wav import save_wav
 from voicecli.config import CONSTRAINTS, Config, ConfigError
 from voicecli.protocol import SAMPLE_RATE
 from voicecli.speaker import Speaker
-from voicecli.tts.base import AudioChunk, AudioDone, AudioFailed, AudioStart, SpeechRequest, TTSTransport
+from voicecli.tts.base import AudioFailed, SpeechRequest, TTSTransport
+from voicecli.tts.consumer import AudioConsumer, RequestAudio, Stalled
 
 STALL_TIMEOUT_S = 60.0
 """No event for this long means the endpoint is stuck; say so instead of hanging."""
@@ -142,20 +143,14 @@ async def _say(args: argparse.Namespace, config: Config) -> SayReport:
         raise SayError(str(exc)) from exc
     speaker = None if args.out is not None else _open_speaker(config)
     try:
-        try:
-            transports, label, local = await open_transports(config, _progress)
-        except (TransportError, EndpointStartError, ConfigError, OSError) as exc:
-            raise SayError(" ".join(str(exc).split())) from exc
-        try:
-            transport = transports[mode]
+        async with contextlib.AsyncExitStack() as stack:  # the transports and a local endpoint, closed at the end
+            try:
+                opened = await open_transports(config, _progress, stack)
+            except (TransportError, EndpointStartError, ConfigError, OSError) as exc:
+                raise SayError(" ".join(str(exc).split())) from exc
+            transport, label = opened.by_mode[mode], opened.label
             request = SpeechRequest(ANSWER_ID, text, voice, speed, "pcm16" if audio_format == "pcm16" else "mp3")
             samples, marks = await _speak(transport, request, speaker)
-        finally:
-            for opened in transports.values():
-                with contextlib.suppress(Exception):
-                    await opened.aclose()
-            if local is not None:
-                local.stop()
         if args.out is not None:
             try:
                 save_wav(args.out, samples)
@@ -180,46 +175,46 @@ async def _say(args: argparse.Namespace, config: Config) -> SayReport:
             speaker.close()
 
 
+class _SayAudio(AudioConsumer):
+    """The one request's audio: decoded, kept, and played at once; a failure ends the command."""
+
+    def __init__(self, transport: TTSTransport, request: SpeechRequest, speaker: Speaker | None) -> None:
+        super().__init__(transport, STALL_TIMEOUT_S, lambda: _AudioDecoder(request.format))
+        self.speaker = speaker
+        self.pieces: list[Samples] = []
+
+    def audio(self, entry: RequestAudio, samples: Samples) -> None:
+        self.pieces.append(samples)
+        if self.speaker is not None:
+            self.speaker.write(samples, ANSWER_ID)
+
+    def failed(self, entry: RequestAudio | None, event: AudioFailed) -> None:
+        if entry is not None or event.request_id is None:  # another id: not this request's business
+            raise SayError(f"the endpoint could not speak this text: {' '.join(event.message.split())} "
+                           f"({event.code})")
+
+
 async def _speak(transport: TTSTransport, request: SpeechRequest,
                  speaker: Speaker | None) -> tuple[Samples, dict[str, float]]:
     """Send one request, decode its audio as it arrives (playing it at once), and mark each stage."""
     from voicecli.tts.base import TransportError
 
-    decoder = _AudioDecoder(request.format)
-    pieces: list[Samples] = []
-    marks: dict[str, float] = {}
+    reader = _SayAudio(transport, request, speaker)
+    entry = reader.track(request.request_id)
+    reader.close()
     try:
         await transport.send(request)
     except TransportError as exc:
         raise SayError(" ".join(str(exc).split())) from exc
-    marks["sent"] = time.monotonic()
-
-    def keep(samples: Samples) -> None:
-        if samples.size:
-            pieces.append(samples)
-            if speaker is not None:
-                speaker.write(samples, ANSWER_ID)
-
-    while True:
-        try:
-            event = await transport.next_event(STALL_TIMEOUT_S)
-        except TimeoutError:
-            raise SayError(f"the TTS endpoint sent nothing for {STALL_TIMEOUT_S:.0f} s; it may be overloaded or "
-                           "stuck: check `voicecli doctor`, or restart it") from None
-        if event.request_id not in (request.request_id, None):
-            continue
-        if isinstance(event, AudioFailed):
-            raise SayError(f"the endpoint could not speak this text: {' '.join(event.message.split())} "
-                           f"({event.code})")
-        if isinstance(event, AudioStart):
-            continue
-        if isinstance(event, AudioChunk):
-            marks.setdefault("first_byte", event.at)
-            keep(decoder.feed(event.data))
-        elif isinstance(event, AudioDone):
-            marks["done"] = event.at
-            keep(decoder.flush())
-            break
+    marks: dict[str, float] = {"sent": time.monotonic()}
+    try:
+        await reader.run()
+    except Stalled:
+        raise SayError(f"the TTS endpoint sent nothing for {STALL_TIMEOUT_S:.0f} s; it may be overloaded or "
+                       "stuck: check `voicecli doctor`, or restart it") from None
+    for name, at in (("first_byte", entry.first_byte), ("done", entry.done)):
+        if at is not None:
+            marks[name] = at
     if speaker is not None:
         speaker.finish(ANSWER_ID)
         await asyncio.to_thread(speaker.player.wait_done, DRAIN_TIMEOUT_S)
@@ -229,7 +224,7 @@ async def _speak(transport: TTSTransport, request: SpeechRequest,
             marks["first_played"] = played
         end = timing.last_sample_at_dac if timing is not None else None
         marks["played_to"] = end if end is not None else time.monotonic()
-    audio = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+    audio = np.concatenate(reader.pieces) if reader.pieces else np.zeros(0, np.float32)
     return audio, marks
 
 

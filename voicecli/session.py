@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,24 +86,27 @@ def pipeline_settings(config: Config) -> PipelineSettings:
 
 @dataclass
 class Session:
-    """Everything a chat holds open; `aclose` releases it in reverse order of opening."""
+    """Everything a chat holds open; `aclose` releases it in reverse order of opening (one AsyncExitStack)."""
 
     config: Config
     pipeline: VoicePipeline
     endpoint_label: str
     local: LocalEndpoint | None = None
     transports: dict[str, TTSTransport] = field(default_factory=dict)
+    stack: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     async def aclose(self) -> None:
-        for transport in self.transports.values():
-            with contextlib.suppress(Exception):
-                await transport.aclose()
-        with contextlib.suppress(Exception):
-            await self.pipeline.llm.aclose()
-        with contextlib.suppress(Exception):
-            self.pipeline.sink.close()
-        if self.local is not None:
-            self.local.stop()
+        await self.stack.aclose()
+
+
+@dataclass(frozen=True)
+class Transports:
+    """The connected transports for both modes, what they reach (for the status line), and the local endpoint
+    started for them (None when the endpoint was already there, or remote)."""
+
+    by_mode: dict[str, TTSTransport]
+    label: str
+    local: LocalEndpoint | None
 
 
 def sagemaker_transports(config: Config) -> tuple[dict[str, TTSTransport], str]:
@@ -133,40 +136,38 @@ def sagemaker_transports(config: Config) -> tuple[dict[str, TTSTransport], str]:
     return {"bidi": streaming, "batch": SageMakerBatchTransport(target)}, label
 
 
-async def open_transports(config: Config, progress: Progress) -> tuple[dict[str, TTSTransport], str,
-                                                                         LocalEndpoint | None]:
-    """Connect and warm the transports for both modes; bidi's connection then serves the whole session."""
+async def open_transports(config: Config, progress: Progress, stack: contextlib.AsyncExitStack) -> Transports:
+    """Connect and warm the transports for both modes; bidi's connection then serves the whole session.
+
+    Everything opened (the local endpoint started, each transport) is pushed on `stack`, which closes it: when the
+    caller's block ends, or here already when something fails half-way.
+    """
     target = config.endpoint.target
     token = config.endpoint.token
     timeout = config.endpoint.connect_timeout_s
     local: LocalEndpoint | None = None
-    if target == "sagemaker":
-        transports, label = sagemaker_transports(config)
-    else:
-        if target == "local":
-            local = await ensure_local_endpoint(
-                config.endpoint.local.host, config.endpoint.local.port,
-                config.endpoint.local.engine, config.endpoint.local.threads,
-                config.models_dir, timeout, config.endpoint.local.autostart, progress,
-                token=token, limits=server_limits(config), workers=config.endpoint.local.workers)
-            url = local.url
+    async with contextlib.AsyncExitStack() as opening:
+        if target == "sagemaker":
+            transports, label = sagemaker_transports(config)
         else:
-            url = target
-        transports = {"bidi": WebSocketTransport(url, token, connect_timeout_s=timeout),
-                      "batch": BatchHttpTransport(url, token, timeout_s=max(timeout, 60.0))}
-        label = f"{'local ' if local else ''}{url}"
-    try:
+            if target == "local":
+                local = await ensure_local_endpoint(
+                    config.endpoint.local.host, config.endpoint.local.port,
+                    config.endpoint.local.engine, config.endpoint.local.threads,
+                    config.models_dir, timeout, config.endpoint.local.autostart, progress,
+                    token=token, limits=server_limits(config), workers=config.endpoint.local.workers)
+                opening.callback(local.stop)
+                url = local.url
+            else:
+                url = target
+            transports = {"bidi": WebSocketTransport(url, token, connect_timeout_s=timeout),
+                          "batch": BatchHttpTransport(url, token, timeout_s=max(timeout, 60.0))}
+            label = f"{'local ' if local else ''}{url}"
         for transport in transports.values():
             progress(f"connecting the {transport.name} transport")
-            await transport.connect()
-    except BaseException:
-        for transport in transports.values():
-            with contextlib.suppress(Exception):
-                await transport.aclose()
-        if local is not None:
-            local.stop()
-        raise
-    return transports, label, local
+            await opening.enter_async_context(transport)
+        stack.push_async_exit(opening.pop_all())  # all open: from here on the caller's stack closes them
+    return Transports(transports, label, local)
 
 
 async def open_session(
@@ -175,20 +176,28 @@ async def open_session(
     progress: Progress = lambda message: None,
     on_event: Callable[[PipelineEvent], None] = lambda event: None,
 ) -> Session:
-    transports, label, local = await open_transports(config, progress)
-    try:
+    """Open everything a chat needs; the session's `aclose` (its AsyncExitStack) closes it all, the sink included."""
+    async with contextlib.AsyncExitStack() as stack:
+        stack.callback(_quietly, sink.close)
+        opened = await open_transports(config, progress, stack)
         progress(f"loading the LLM ({llm_label(config)})")
         llm = llm_from_config(config)
+        stack.push_async_callback(_aquietly, llm.aclose)
         load = getattr(llm, "load", None)  # embedded models load up front so the first answer does not wait
         if load is not None:
             await load()
-    except BaseException:
-        for transport in transports.values():
-            with contextlib.suppress(Exception):
-                await transport.aclose()
-        if local is not None:
-            local.stop()
-        raise
-    history = Conversation(max_turns=config.llm.history_turns)
-    pipeline = VoicePipeline(llm, transports, sink, pipeline_settings(config), history, on_event)
-    return Session(config, pipeline, label, local, transports)
+        history = Conversation(max_turns=config.llm.history_turns)
+        pipeline = VoicePipeline(llm, opened.by_mode, sink, pipeline_settings(config), history, on_event)
+        return Session(config, pipeline, opened.label, opened.local, opened.by_mode, stack.pop_all())
+    raise AssertionError("unreachable")  # mypy: the stack above never swallows an exception
+
+
+def _quietly(close: Callable[[], None]) -> None:
+    """A failure to release something at the end of a session must not hide why it ended."""
+    with contextlib.suppress(Exception):
+        close()
+
+
+async def _aquietly(close: Callable[[], Awaitable[None]]) -> None:
+    with contextlib.suppress(Exception):
+        await close()

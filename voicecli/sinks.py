@@ -7,6 +7,7 @@ choose one) depend on it and not on each other.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -31,6 +32,13 @@ class AudioSink(Protocol):
         """True when everything written has been played."""
         ...
 
+    def watch(self, wake: Callable[[], None]) -> None:
+        """Call `wake` whenever playback moves on: an answer's first audible sample is scheduled, everything
+        written has played, or stop() dropped it. It may be called from the audio thread, so `wake` must be
+        thread-safe (the pipeline's hands over with loop.call_soon_threadsafe). A sink that never waits (one
+        whose drained() is always True) may call it from write(), or not at all."""
+        ...
+
     def finish(self, answer_id: str) -> None:
         """No more audio will come for this answer (so a gap after it is not an underrun)."""
         ...
@@ -44,10 +52,16 @@ class CollectingSink:
     def __init__(self) -> None:
         self.chunks: list[Samples] = []
         self._first: dict[str, float] = {}
+        self._wake: Callable[[], None] = lambda: None
 
     def write(self, samples: Samples, answer_id: str) -> None:
-        self._first.setdefault(answer_id, time.monotonic())
+        if answer_id not in self._first:
+            self._first[answer_id] = time.monotonic()
+            self._wake()
         self.chunks.append(samples)
+
+    def watch(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
 
     def first_played(self, answer_id: str) -> float | None:
         return self._first.get(answer_id)

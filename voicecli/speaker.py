@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from voicecli.audio.pcm import Samples
@@ -38,6 +39,9 @@ class Speaker:
 
     def drained(self) -> bool:
         return self.player.wait_done(timeout=0)
+
+    def watch(self, wake: Callable[[], None]) -> None:
+        self.player.watch(wake)
 
     def close(self) -> None:
         self.player.close()

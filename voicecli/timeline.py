@@ -74,12 +74,14 @@ class SpeculationCounts:
 
 @dataclass(frozen=True)
 class Mark:
-    """Emitted when a turn passes a mark: what the TUI waterfall listens to."""
+    """Emitted when a turn passes a mark: what the TUI waterfall listens to. It carries the turn's (live) timeline,
+    so a listener draws the waterfall from the events it receives and never asks the pipeline for the turn."""
 
     turn_id: int
     name: str
     at: float
     ms_since_start: float
+    timeline: TurnTimeline = field(repr=False, compare=False)
 
 
 @dataclass
@@ -105,7 +107,7 @@ class TurnTimeline:
         stamp = time.monotonic() if at is None else at
         self.marks[name] = stamp
         if self.listener is not None:
-            self.listener(Mark(self.turn_id, name, stamp, (stamp - self.origin_time) * 1000))
+            self.listener(Mark(self.turn_id, name, stamp, (stamp - self.origin_time) * 1000, self))
 
     @property
     def origin_time(self) -> float:

@@ -124,6 +124,26 @@ async def test_bindings_that_need_no_endpoint(tmp_path: Path) -> None:
     assert app.return_code == 0
 
 
+async def test_the_latency_panel_draws_each_mark_the_pipeline_pushes(tmp_path: Path) -> None:
+    """The waterfall follows the marks as they are pushed (each carries its turn's timeline): nothing is pulled from
+    the pipeline, so it needs no session at all."""
+    from voicecli.timeline import TurnTimeline
+
+    config = make_config(tmp_path, VOICECLI_ENDPOINT__TARGET="ws://127.0.0.1:9",
+                         VOICECLI_ENDPOINT__CONNECT_TIMEOUT_S="2")
+    app = VoiceChatApp(config, mute=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(lambda: app.query_one(StatusBar).state == "error", 30)
+        assert app.session is None
+        panel = app.query_one(LatencyPanel)
+        timeline = TurnTimeline(7, "bidi", "typed", listener=app.on_pipeline_event)
+        timeline.mark("llm_request")
+        timeline.mark("first_audio_byte", timeline.marks["llm_request"] + 0.25)
+        await pilot.pause()
+        assert panel.timeline is timeline
+        assert "turn 7" in str(panel.render()) and "first audio byte" in str(panel.render())
+
+
 async def test_unreachable_endpoint_offers_the_local_one(tmp_path: Path) -> None:
     config = make_config(tmp_path, VOICECLI_ENDPOINT__TARGET="ws://127.0.0.1:9",
                          VOICECLI_ENDPOINT__CONNECT_TIMEOUT_S="2")

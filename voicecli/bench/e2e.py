@@ -140,9 +140,9 @@ async def run_e2e(config: Config, target: Target, llm: LLM, rtts: list[float], r
                 "batch": BatchHttpTransport(url, target.token, timeout_s=600.0),
             }
             pipeline = VoicePipeline(turn_llm, transports, CollectingSink(), settings, Conversation(), on_event)
-            try:
+            async with contextlib.AsyncExitStack() as stack:
                 for transport in transports.values():
-                    await transport.connect()
+                    await stack.enter_async_context(transport)
                     await speak(transport, [SpeechRequest(f"warm-{transport.name}-{rtt:g}", "Warm up.",
                                                           settings.voice, settings.speed)])
                 await warm_llm(turn_llm, system=settings.system_prompt)
@@ -167,10 +167,6 @@ async def run_e2e(config: Config, target: Target, llm: LLM, rtts: list[float], r
                         }))
                         if bar is not None:
                             bar.step()
-            finally:
-                for transport in transports.values():
-                    with contextlib.suppress(Exception):
-                        await transport.aclose()
     return samples
 
 

@@ -79,8 +79,12 @@ async def run_round(url: str, token: str, sessions: int, sentences: int, run: in
                     pool: tuple[str, ...] = LOAD_SENTENCES) -> LoadRound:
     """Connect N sessions, then start them all at once; each sends its M sentences back to back."""
     transports = [WebSocketTransport(url, token, connect_timeout_s=60.0) for _ in range(sessions)]
-    try:
-        await asyncio.gather(*(t.connect() for t in transports))
+    async with contextlib.AsyncExitStack() as stack:
+        # Connected side by side; every connect is awaited before an error goes on, so none is left half-open.
+        entered = await asyncio.gather(*(stack.enter_async_context(t) for t in transports), return_exceptions=True)
+        for failure in entered:
+            if isinstance(failure, BaseException):
+                raise failure
         cpu_before = await endpoint_cpu_s(url)
         started = time.monotonic()
 
@@ -95,10 +99,6 @@ async def run_round(url: str, token: str, sessions: int, sentences: int, run: in
         cpu_after = await endpoint_cpu_s(url)
         cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
         return LoadRound(sessions, run, wall, list(outcomes), cpu)
-    finally:
-        for transport in transports:
-            with contextlib.suppress(Exception):
-                await transport.aclose()
 
 
 def summarize_rounds(rounds: list[LoadRound], cpus: int | None = None) -> list[dict[str, Any]]:

@@ -2,7 +2,8 @@
 
 Why strict checks in a benchmark: a transport that lost or duplicated a sentence could look fast. Every event is
 checked against the order the requests were sent in (the transport contract: events strictly in request order),
-so a timing is only recorded for a run whose audio all arrived, once, in order.
+so a timing is only recorded for a run whose audio all arrived, once, in order. The events are read by the same
+`AudioConsumer` the pipeline and `voicecli say` use, which counts what the checks need.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import time
 from dataclasses import dataclass, field
 
 from voicecli.playout import Playout
-from voicecli.tts.base import AudioChunk, AudioDone, AudioFailed, AudioStart, SpeechRequest, TTSTransport
+from voicecli.tts.base import AudioFailed, SpeechRequest, TTSTransport
+from voicecli.tts.consumer import AudioConsumer, RequestAudio, Stalled
 
 
 class MeasureError(RuntimeError):
@@ -75,6 +77,15 @@ class Trace:
         return listener
 
 
+class _Failing(AudioConsumer):
+    """A benchmark records nothing for a set with a failed request: any failure ends it."""
+
+    def failed(self, entry: RequestAudio | None, event: AudioFailed) -> None:
+        if entry is None:
+            raise MeasureError(f"the endpoint failed: {event.message} ({event.code})")
+        raise MeasureError(f"request {entry.request_id} failed: {event.message} ({event.code})")
+
+
 async def speak(transport: TTSTransport, requests: list[SpeechRequest], stall_s: float = 300.0,
                 started: float | None = None) -> Trace:
     """Send every request back to back (pipelined), then collect events until each one's AudioDone.
@@ -83,55 +94,31 @@ async def speak(transport: TTSTransport, requests: list[SpeechRequest], stall_s:
     Raises MeasureError when a request fails or nothing arrives for `stall_s` seconds.
     """
     traces = [RequestTrace(r.request_id) for r in requests]
-    by_id = {t.request_id: t for t in traces}
-    if len(by_id) != len(traces):
+    if len({t.request_id for t in traces}) != len(traces):
         raise MeasureError("request ids must be unique within a set")
     trace = Trace(time.monotonic() if started is None else started, traces)
+    reader = _Failing(transport, stall_s)
     for request, request_trace in zip(requests, traces, strict=True):
         request_trace.sent = time.monotonic()
+        reader.track(request.request_id, request_trace.sent)
         await transport.send(request)
-    current: RequestTrace | None = None
-    remaining = len(traces)
-    while remaining:
-        try:
-            event = await transport.next_event(timeout=stall_s)
-        except TimeoutError:
-            raise MeasureError(f"no audio event for {stall_s:.0f} s with {remaining} request(s) outstanding on "
-                               f"the {transport.name} transport") from None
-        rid = event.request_id
-        entry = by_id.get(rid) if rid is not None else None
-        if entry is None:
-            if isinstance(event, AudioFailed):
-                raise MeasureError(f"the endpoint failed: {event.message} ({event.code})")
-            trace.stray_events += 1
-            continue
-        if isinstance(event, AudioStart):
-            entry.starts += 1
-            trace.start_order.append(entry.request_id)
-            current = entry
-        elif isinstance(event, AudioChunk):
-            if current is not entry or entry.done is not None:
-                trace.stray_events += 1
-                continue
-            if entry.first_byte is None:
-                entry.first_byte = event.at
-            entry.bytes += len(event.data)
-            entry.arrivals.append((event.at, len(event.data)))
-            entry.chunks += 1
-        elif isinstance(event, AudioDone):
-            entry.dones += 1
-            trace.done_order.append(entry.request_id)
-            if entry.done is None:
-                entry.done = event.at
-                remaining -= 1
-            if event.timings is not None:
-                entry.audio_s = event.timings.audio_s
-                entry.server_synthesis_ms = event.timings.synthesis_ms
-                entry.server_queue_ms = event.timings.queue_wait_ms
-                entry.server_first_audio_ms = event.timings.first_audio_ms
-            current = None
-        else:
-            raise MeasureError(f"request {rid} failed: {event.message} ({event.code})")
+    reader.close()
+    try:
+        await reader.run()
+    except Stalled:
+        raise MeasureError(f"no audio event for {stall_s:.0f} s with {len(reader.pending)} request(s) outstanding "
+                           f"on the {transport.name} transport") from None
+    for request_trace in traces:
+        entry = reader.requests[request_trace.request_id]
+        request_trace.starts, request_trace.dones = entry.starts, entry.dones
+        request_trace.first_byte, request_trace.done = entry.first_byte, entry.done
+        request_trace.bytes, request_trace.chunks, request_trace.arrivals = entry.bytes, entry.chunks, entry.arrivals
+        if entry.timings is not None:
+            request_trace.audio_s = entry.timings.audio_s
+            request_trace.server_synthesis_ms = entry.timings.synthesis_ms
+            request_trace.server_queue_ms = entry.timings.queue_wait_ms
+            request_trace.server_first_audio_ms = entry.timings.first_audio_ms
+    trace.start_order, trace.done_order, trace.stray_events = reader.start_order, reader.done_order, reader.strays
     return trace
 
 

@@ -114,9 +114,9 @@ async def run_tts(target: Target, rtts: list[float], runs: int, plan: TtsPlan, f
                 "bidi": WebSocketTransport(url, target.token, connect_timeout_s=60.0),
                 "batch": BatchHttpTransport(url, target.token, timeout_s=600.0),
             }
-            try:
+            async with contextlib.AsyncExitStack() as stack:
                 for transport in transports.values():
-                    await transport.connect()
+                    await stack.enter_async_context(transport)
                     # One untimed request each, so no variant pays for a first-use cost in run 1.
                     await speak(transport, [SpeechRequest(f"warm-{transport.name}-{rtt:g}", "Warm up.",
                                                            plan.voice, plan.speed)])
@@ -135,10 +135,6 @@ async def run_tts(target: Target, rtts: list[float], runs: int, plan: TtsPlan, f
                             samples.append(await _speak_variant(transport, plan, variant, rtt, run))
                         if bar is not None:
                             bar.step()
-            finally:
-                for transport in transports.values():
-                    with contextlib.suppress(Exception):
-                        await transport.aclose()
     return samples
 
 

@@ -4,6 +4,9 @@
 - `BatchHttpTransport`: one POST /invocations per request, whole audio (the baseline).
 - `voicecli.tts.sagemaker`: the same over SageMaker Runtime (bidirectional stream, response stream, InvokeEndpoint);
   imported on demand since it needs the AWS clients.
+- `voicecli.tts.consumer.AudioConsumer`: the one reader of a transport's events (pipeline, `say`, benches).
+
+Use a transport as an async context manager: `async with transport:` connects and always closes it.
 """
 
 from __future__ import annotations

@@ -3,16 +3,23 @@
 The pipeline holds a `TTSTransport` and never knows which one: a persistent WebSocket, a POST per request, or the
 SageMaker APIs. Like httpx's transports, each implementation owns its connection and speaks the wire protocol
 (`voicecli.protocol`); what comes out is the same stream of typed events, strictly in request order.
+
+Every transport is an async context manager, as httpx's clients are: `async with transport:` connects (and warms),
+and however the block ends (done, error, cancelled) the transport is closed, by the one clean-up path below. A
+transport whose connect fails is closed too, so whatever it opened on the way (an HTTP client, a half-open stream)
+is released. `connect` and `aclose` stay for code that must hold a transport across calls (a chat session).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import ClassVar
+from types import TracebackType
+from typing import ClassVar, Self
 
 from voicecli.protocol import AudioFormat, Timings
 
@@ -68,13 +75,16 @@ class AudioFailed:
 
 AudioEvent = AudioStart | AudioChunk | AudioDone | AudioFailed
 
+log = logging.getLogger(__name__)
+
 
 class TTSTransport(ABC):
     """Sends speech requests and yields their audio events in request order.
 
     Contract: `send` returns as soon as the request is on its way (callers pipeline sentence N+1 while N is being
     synthesized); `events` yields every request's events in the order requests were sent; `cancel` drops what has
-    not been heard yet; the connection (if any) survives cancels and is closed only by `aclose`.
+    not been heard yet; the connection (if any) survives cancels and is closed only by `aclose` (or by leaving
+    `async with transport:`).
     """
 
     name: ClassVar[str]
@@ -99,6 +109,27 @@ class TTSTransport(ABC):
     @abstractmethod
     async def aclose(self) -> None:
         """Close the session politely (the protocol's close message where there is one)."""
+
+    async def __aenter__(self) -> Self:
+        """Connect (and warm); if that fails, close what was opened on the way before the error goes on."""
+        try:
+            await self.connect()
+        except BaseException:
+            await self._close_quietly()
+            raise
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self._close_quietly()
+
+    async def _close_quietly(self) -> None:
+        """The one clean-up path: close, and never let a failed goodbye hide the error that ended the block (nor
+        fail a session whose work is done); the failure is logged instead."""
+        try:
+            await self.aclose()
+        except Exception:
+            log.warning("closing the %s transport failed", self.name, exc_info=True)
 
     async def events(self) -> AsyncIterator[AudioEvent]:
         """Audio events of every request, in request order. Never ends by itself; stop iterating when done."""

@@ -234,8 +234,7 @@ class VoiceChatApp(App[int]):
                 answer.speak(event.index)
             self.status.state = "speaking"
         elif isinstance(event, Mark):
-            if self.session is not None and self.session.pipeline.current_timeline is not None:
-                self.latency.show_turn(self.session.pipeline.current_timeline)
+            self.latency.show_turn(event.timeline)
         elif isinstance(event, TurnFailed):
             conversation.notice(event.message, error=True)
         elif isinstance(event, TurnFinished):

@@ -34,7 +34,7 @@ from voicecli.race import (
     network_share_ms,
 )
 from voicecli.sinks import CollectingSink
-from voicecli.timeline import TurnTimeline
+from voicecli.timeline import Mark, TurnTimeline
 
 if TYPE_CHECKING:
     from voicecli.config import Config
@@ -241,9 +241,8 @@ class RaceScreen(Screen[None]):
             self.ask(event.text.strip(), "spoken")
 
     def on_race_event(self, lane: str, event: PipelineEvent) -> None:
-        race = self.race
-        if race is not None and race.pipeline.current_timeline is not None:
-            self.live[lane] = race.pipeline.current_timeline
+        if isinstance(event, Mark):  # each mark carries its turn's live timeline: the bars follow what is pushed
+            self.live[lane] = event.timeline
         if isinstance(event, TurnStarted) and lane == "batch":
             self.answer_text.clear()
         elif isinstance(event, AssistantDelta) and lane == "batch":  # the live answer, as it is written
