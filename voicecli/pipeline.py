@@ -204,7 +204,7 @@ class _TurnAudio(AudioConsumer):
 
     def __init__(self, pipeline: VoicePipeline, turn: _Turn, transport: TTSTransport) -> None:
         settings = pipeline.settings
-        super().__init__(transport, settings.stall_timeout_s, lambda: _Decoder(settings.audio_format))
+        super().__init__(transport, settings.stall_timeout_s, _Decoder, settings.audio_format)
         self.pipeline = pipeline
         self.turn = turn
 

@@ -179,7 +179,7 @@ class _SayAudio(AudioConsumer):
     """The one request's audio: decoded, kept, and played at once; a failure ends the command."""
 
     def __init__(self, transport: TTSTransport, request: SpeechRequest, speaker: Speaker | None) -> None:
-        super().__init__(transport, STALL_TIMEOUT_S, lambda: _AudioDecoder(request.format))
+        super().__init__(transport, STALL_TIMEOUT_S, _AudioDecoder, request.format)
         self.speaker = speaker
         self.pieces: list[Samples] = []
 

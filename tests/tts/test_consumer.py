@@ -16,6 +16,9 @@ from voicecli.tts.http_batch import BatchHttpTransport
 class Pcm:
     """PCM16 as it comes (the real decoders have their own tests)."""
 
+    def __init__(self, audio_format: str = "pcm16") -> None:
+        self.format = audio_format
+
     def feed(self, data: bytes) -> Samples:
         return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
 
@@ -117,3 +120,25 @@ async def test_silence_while_a_request_is_outstanding_is_a_stall_but_waiting_for
         await asyncio.wait_for(running, 2)
     source._emit(AudioDone("a", None))  # the event the stalled reader did not take is still there for the next
     assert isinstance(await source.next_event(1), AudioDone)
+
+
+async def test_each_request_is_decoded_in_the_format_its_start_announces() -> None:
+    """The endpoint's AudioStart decides the format (asked mp3, answered pcm16: pcm16 is decoded); audio arriving
+    without a start is decoded in the format asked for."""
+    made: list[str] = []
+
+    def decoder(audio_format: str) -> Pcm:
+        made.append(audio_format)
+        return Pcm(audio_format)
+
+    source = transport()
+    reader = AudioConsumer(source, 5.0, decoder, audio_format="mp3")
+    reader.track("a")
+    reader.track("b")
+    reader.close()
+    timings = Timings(queue_wait_ms=1.0, synthesis_ms=2.0, encoding_ms=0.0, audio_s=0.5)
+    for event in (AudioStart("a", "pcm16", 24000), AudioChunk("a", b"\x00\x01"), AudioDone("a", timings),
+                  AudioChunk("b", b"\x00\x01"), AudioDone("b", timings)):
+        source._emit(event)
+    await asyncio.wait_for(reader.run(), 5)
+    assert made == ["pcm16", "mp3"]

@@ -55,17 +55,21 @@ class RequestAudio:
 class AudioConsumer:
     """Reads a transport's events for the requests `track`ed, until `close` and none outstanding (see module).
 
-    `decoder` makes one request's decoder (None: nothing is decoded, as in the benches, which count bytes).
+    `decoder` makes one request's decoder for an audio format (None: nothing is decoded, as in the benches, which
+    count bytes). The format is the one the request's AudioStart announces, so what the endpoint says it sends is
+    what is decoded (the format is decided once, by the endpoint's answer); `audio_format`, the format asked for, is
+    used only for audio that arrives without a start event.
     Events about a request never tracked, or about one already finished or forgotten, change nothing but the
     bookkeeping: repeated starts and completions are counted (the benches check them), stray audio is counted in
     `strays`, and a failure of no tracked request goes to `failed(None, event)`.
     """
 
     def __init__(self, transport: TTSTransport, stall_s: float,
-                 decoder: Callable[[], StreamDecoder] | None = None) -> None:
+                 decoder: Callable[[str], StreamDecoder] | None = None, audio_format: str = "mp3") -> None:
         self.transport = transport
         self.stall_s = stall_s
         self._decoder_for = decoder
+        self._format = audio_format
         self.requests: dict[str, RequestAudio] = {}
         self._pending: dict[str, None] = {}
         self._decoders: dict[str, StreamDecoder] = {}
@@ -172,7 +176,7 @@ class AudioConsumer:
             self.start_order.append(entry.request_id)
             self._current = entry
             if outstanding and self._decoder_for is not None:
-                self._decoders[entry.request_id] = self._decoder_for()
+                self._decoders[entry.request_id] = self._decoder_for(event.format)
         elif isinstance(event, AudioChunk):
             if self._current is not entry or not outstanding:
                 self.strays += 1
@@ -204,8 +208,8 @@ class AudioConsumer:
             self.first_byte(entry)
         if self._decoder_for is not None:
             decoder = self._decoders.get(entry.request_id)
-            if decoder is None:  # audio without its start event
-                decoder = self._decoders[entry.request_id] = self._decoder_for()
+            if decoder is None:  # audio without its start event: the format asked for
+                decoder = self._decoders[entry.request_id] = self._decoder_for(self._format)
             self._deliver(entry, decoder.feed(event.data))
 
     def _flush(self, request_id: str) -> Samples:
