@@ -1,11 +1,14 @@
 """What the numbers were measured on, recorded with every result.
 
 Why: a latency figure without its machine is meaningless (synthesis on a shared 2-core CPU is ~50x slower than on
-a GPU), and the load average shows when other work was competing for the cores during a run.
+a GPU), and the load average shows when other work was competing for the cores during a run. On a virtual machine
+the host can also take CPU time away without the load average showing it (seen here: a synthesis test ran 47-59%
+slower while the kernel counted 5.3 s of steal time in 40 s), so the CPU steal time is recorded as well.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -52,6 +55,24 @@ def git_commit(directory: Path) -> str | None:
     return head + ("+dirty" if dirty else "")
 
 
+def cpu_steal_s(stat: Path = Path("/proc/stat")) -> float | None:
+    """CPU time the hypervisor has taken from this machine since boot, in seconds (all CPUs), or None off Linux."""
+    try:
+        fields = stat.read_text(encoding="ascii").splitlines()[0].split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK") if fields[0] == "cpu" and len(fields) > 8 else None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def finish_machine_info(machine: dict[str, Any]) -> None:
+    """Record, at the end of a run, the load average then and the CPU steal time during the run."""
+    with contextlib.suppress(OSError):
+        machine["load_average_end_1_5_15"] = [round(x, 2) for x in os.getloadavg()]
+    start, end = machine.get("cpu_steal_s_at_start"), cpu_steal_s()
+    if isinstance(start, float) and end is not None:
+        machine["cpu_steal_s_during"] = round(end - start, 2)
+
+
 def machine_info(endpoint: dict[str, Any] | None = None) -> dict[str, Any]:
     """CPU, cores, load, OS, Python, package versions, and the endpoint's engine/device/threads (from /stats)."""
     try:
@@ -68,6 +89,7 @@ def machine_info(endpoint: dict[str, Any] | None = None) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "cpus_usable": usable,
         "load_average_1_5_15": load,
+        "cpu_steal_s_at_start": cpu_steal_s(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "packages": package_versions(),

@@ -168,6 +168,14 @@ def machine_line(machine: dict[str, Any]) -> str:
             f"commit {machine.get('git_commit')}")
 
 
+def steal_note(machine: dict[str, Any]) -> str:
+    """"; CPU steal during the run X s" when it was recorded (see bench/machine.py for why it matters)."""
+    steal = machine.get("cpu_steal_s_during")
+    if not isinstance(steal, int | float):
+        return ""
+    return f"; CPU steal during the run {steal:.1f} s (time the VM's host took: runs with more are slower for it)"
+
+
 ChartWriter = Callable[[BenchResult, Path], list[Path]]
 
 

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
 import queue
 import signal
 import subprocess
@@ -45,10 +43,19 @@ from typing import IO, Any
 
 from voicecli.bench.audio_marks import AUDIBLE_DBFS, first_audible, sound_span
 from voicecli.bench.charts import waterfall_chart
-from voicecli.bench.machine import machine_info
+from voicecli.bench.machine import finish_machine_info, machine_info
 from voicecli.bench.progress import BenchProgress
 from voicecli.bench.questions import Question, built_in, from_directory
-from voicecli.bench.report import BenchResult, Metric, Sample, default_name, machine_line, run_bench, summarize_samples
+from voicecli.bench.report import (
+    BenchResult,
+    Metric,
+    Sample,
+    default_name,
+    machine_line,
+    run_bench,
+    steal_note,
+    summarize_samples,
+)
 from voicecli.bench.target import BenchError, Target, endpoint_stats, resolve_target
 from voicecli.config import Config
 from voicecli.errors import UserError
@@ -373,7 +380,7 @@ def render_markdown(result: BenchResult) -> str:
         f"# voicecli bench turns: {result.name}",
         "",
         f"Measured {result.created} on {machine_line(result.machine)}; load at the end "
-        f"{'/'.join(str(x) for x in result.machine.get('load_average_end_1_5_15', []))}.",
+        f"{'/'.join(str(x) for x in result.machine.get('load_average_end_1_5_15', []))}{steal_note(result.machine)}.",
         f"LLM: {settings['llm']}; STT {settings['stt_model']}; {settings['turns']} spoken questions per mode "
         f"({settings['questions']}); voice {settings['voice']}.",
         "",
@@ -456,8 +463,7 @@ async def _bench(args: argparse.Namespace, config: Config, modes: list[str]) -> 
                         samples += [o.sample() for o in observations]
             except PulseUnavailable as exc:
                 raise BenchError(f"bench turns needs a PulseAudio daemon of its own: {exc}") from exc
-            with contextlib.suppress(OSError):
-                machine["load_average_end_1_5_15"] = [round(x, 2) for x in os.getloadavg()]
+            finish_machine_info(machine)
         finally:
             target.close()
     return build_result(args.name or default_name("turns"), samples, config, modes, args.turns, questions, source,
