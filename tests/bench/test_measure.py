@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from voicecli.bench.measure import RequestTrace, Trace, check_exact
+from voicecli.bench.measure import Trace, check_exact
+from voicecli.protocol import Timings
+from voicecli.tts.consumer import RequestAudio
 
 
-def finished(rid: str, starts: int = 1, dones: int = 1, size: int = 100) -> RequestTrace:
-    return RequestTrace(rid, sent=0.0, starts=starts, dones=dones, first_byte=1.0, done=2.0, bytes=size)
+def finished(rid: str, starts: int = 1, dones: int = 1, size: int = 100) -> RequestAudio:
+    return RequestAudio(rid, sent=0.0, starts=starts, dones=dones, first_byte=1.0, done=2.0, bytes=size)
 
 
-def trace(requests: list[RequestTrace], starts: list[str], dones: list[str], stray: int = 0) -> Trace:
+def trace(requests: list[RequestAudio], starts: list[str], dones: list[str], stray: int = 0) -> Trace:
     return Trace(0.0, requests, starts, dones, stray)
+
+
+def seconds(audio_s: float) -> Timings:
+    return Timings(queue_wait_ms=0.0, synthesis_ms=0.0, encoding_ms=0.0, audio_s=audio_s)
 
 
 def test_a_clean_trace_is_exact() -> None:
@@ -35,8 +41,8 @@ def test_silent_requests_and_stray_audio_are_reported() -> None:
 
 
 def test_playout_spreads_each_request_over_its_chunks_and_counts_the_silences() -> None:
-    first = RequestTrace("a", bytes=300, audio_s=3.0, arrivals=[(0.0, 100), (0.5, 200)])  # 1 s, then 2 s
-    second = RequestTrace("b", bytes=100, audio_s=1.0, arrivals=[(4.5, 100)])  # the first ended at 3.0
+    first = RequestAudio("a", bytes=300, arrivals=[(0.0, 100), (0.5, 200)], timings=seconds(3.0))  # 1 s, then 2 s
+    second = RequestAudio("b", bytes=100, arrivals=[(4.5, 100)], timings=seconds(1.0))  # the first ended at 3.0
     listener = Trace(0.0, [first, second]).playout()
     assert listener.stalled_s == 1.5 and listener.stalls == 1 and listener.end == 5.5
 

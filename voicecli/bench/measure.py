@@ -21,30 +21,12 @@ class MeasureError(RuntimeError):
 
 
 @dataclass
-class RequestTrace:
-    request_id: str
-    sent: float = 0.0
-    starts: int = 0
-    dones: int = 0
-    first_byte: float | None = None
-    done: float | None = None
-    bytes: int = 0
-    chunks: int = 0
-    audio_s: float = 0.0
-    server_synthesis_ms: float | None = None
-    server_queue_ms: float | None = None
-    server_first_audio_ms: float | None = None
-    """The endpoint's own time from receiving the request to sending its first audio (WebSocket only)."""
-    arrivals: list[tuple[float, int]] = field(default_factory=list)
-    """(time, bytes) of every audio chunk, for what a real-time listener would hear (`Trace.playout`)."""
-
-
-@dataclass
 class Trace:
     """Everything observed for one set of requests, in the order it was observed."""
 
     started: float
-    requests: list[RequestTrace]
+    requests: list[RequestAudio]
+    """The consumer's record of each request, in the order they were sent."""
     start_order: list[str] = field(default_factory=list)
     done_order: list[str] = field(default_factory=list)
     stray_events: int = 0
@@ -93,14 +75,12 @@ async def speak(transport: TTSTransport, requests: list[SpeechRequest], stall_s:
     Timing starts just before the first send (or at `started`, for sessions that begin together).
     Raises MeasureError when a request fails or nothing arrives for `stall_s` seconds.
     """
-    traces = [RequestTrace(r.request_id) for r in requests]
-    if len({t.request_id for t in traces}) != len(traces):
+    if len({r.request_id for r in requests}) != len(requests):
         raise MeasureError("request ids must be unique within a set")
-    trace = Trace(time.monotonic() if started is None else started, traces)
     reader = _Failing(transport, stall_s)
-    for request, request_trace in zip(requests, traces, strict=True):
-        request_trace.sent = time.monotonic()
-        reader.track(request.request_id, request_trace.sent)
+    trace = Trace(time.monotonic() if started is None else started, [])
+    for request in requests:
+        trace.requests.append(reader.track(request.request_id, time.monotonic()))
         await transport.send(request)
     reader.close()
     try:
@@ -108,16 +88,6 @@ async def speak(transport: TTSTransport, requests: list[SpeechRequest], stall_s:
     except Stalled:
         raise MeasureError(f"no audio event for {stall_s:.0f} s with {len(reader.pending)} request(s) outstanding "
                            f"on the {transport.name} transport") from None
-    for request_trace in traces:
-        entry = reader.requests[request_trace.request_id]
-        request_trace.starts, request_trace.dones = entry.starts, entry.dones
-        request_trace.first_byte, request_trace.done = entry.first_byte, entry.done
-        request_trace.bytes, request_trace.chunks, request_trace.arrivals = entry.bytes, entry.chunks, entry.arrivals
-        if entry.timings is not None:
-            request_trace.audio_s = entry.timings.audio_s
-            request_trace.server_synthesis_ms = entry.timings.synthesis_ms
-            request_trace.server_queue_ms = entry.timings.queue_wait_ms
-            request_trace.server_first_audio_ms = entry.timings.first_audio_ms
     trace.start_order, trace.done_order, trace.stray_events = reader.start_order, reader.done_order, reader.strays
     return trace
 

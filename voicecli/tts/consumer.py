@@ -51,6 +51,24 @@ class RequestAudio:
     """The endpoint's own timings from its AudioDone (where the transport has them)."""
     failure: AudioFailed | None = None
 
+    @property
+    def audio_s(self) -> float:
+        """Seconds of audio, as the endpoint counted them (0 without its timings)."""
+        return 0.0 if self.timings is None else self.timings.audio_s
+
+    @property
+    def server_synthesis_ms(self) -> float | None:
+        return None if self.timings is None else self.timings.synthesis_ms
+
+    @property
+    def server_queue_ms(self) -> float | None:
+        return None if self.timings is None else self.timings.queue_wait_ms
+
+    @property
+    def server_first_audio_ms(self) -> float | None:
+        """The endpoint's own time from receiving the request to sending its first audio (WebSocket only)."""
+        return None if self.timings is None else self.timings.first_audio_ms
+
 
 class AudioConsumer:
     """Reads a transport's events for the requests `track`ed, until `close` and none outstanding (see module).
