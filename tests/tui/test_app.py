@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from textual.widgets import Input, Static
 
@@ -91,6 +92,29 @@ async def test_escape_interrupts_an_answer(tmp_path: Path, server: RunningServer
         never.set()
         assert app.query_one(AnswerText).cut
         assert "interrupted" in str(app.query_one(AnswerText).render())
+
+
+async def test_events_that_arrive_during_shutdown_are_dropped_and_the_session_is_closed(
+        tmp_path: Path, server: RunningServer) -> None:
+    """The listener and the pipeline call the app from their own tasks: one that lands after the screens are gone
+    (the listener is cancelled only after them) must not fail the app, and the session is closed however the app
+    ends, not only by Ctrl+Q."""
+    from voicecli.listening import InputLevel
+    from voicecli.pipeline import AssistantDelta
+
+    def active_sessions() -> int:
+        return int(httpx.get(f"{server.http_url}/stats", timeout=10).json()["active_sessions"])
+
+    app = VoiceChatApp(make_config(tmp_path, VOICECLI_ENDPOINT__TARGET=server.http_url), mute=True)
+    async with app.run_test(size=SIZE):
+        await wait_for(lambda: app.query_one(StatusBar).state == "idle")
+        during = active_sessions()
+        assert during >= 1
+    assert app.session is None and app.taker is None
+    await wait_for(lambda: active_sessions() < during, 10)  # the app's WebSocket session has ended at the server
+    app.on_listen_event(InputLevel(db=-40.0, gated=False))
+    app.on_pipeline_event(AssistantDelta(turn_id=1, text="late"))
+    app.progress("late progress")
 
 
 async def test_bindings_that_need_no_endpoint(tmp_path: Path) -> None:

@@ -183,6 +183,8 @@ class VoiceChatApp(App[int]):
     def on_listen_event(self, event: ListenEvent) -> None:
         from voicecli.listening import HeardNothing, InputLevel
 
+        if not self.is_running:  # shutting down: the widgets may be gone while the listener is not yet cancelled
+            return
         if isinstance(self.screen, RaceScreen):  # the race screen takes spoken questions while it is open
             self.screen.on_listen(event)
         elif self.taker is not None:
@@ -193,6 +195,8 @@ class VoiceChatApp(App[int]):
             self.notify("heard nothing I could transcribe", timeout=2)
 
     def progress(self, message: str) -> None:
+        if not self.is_running:
+            return
         self.status.connection = message[:40]
         self.conversation.notice(message)
 
@@ -211,6 +215,8 @@ class VoiceChatApp(App[int]):
         self.taker.submit(text)
 
     def on_pipeline_event(self, event: PipelineEvent) -> None:
+        if not self.is_running:  # an answer still finishing while the app shuts down has nowhere to be shown
+            return
         conversation = self.conversation
         if isinstance(event, Speculation):
             # Thinking ahead: the answer to what was heard so far is being prepared, unheard until the turn ends.
@@ -317,6 +323,15 @@ class VoiceChatApp(App[int]):
             self.session.pipeline.history.clear()
 
     async def action_quit(self) -> None:
+        await self.close_session()
+        self.exit(0)
+
+    async def on_unmount(self) -> None:
+        """However the app ends (Ctrl+Q, a signal, a test's pilot), the answer stops and the session's connection
+        and local endpoint are closed."""
+        await self.close_session()
+
+    async def close_session(self) -> None:
         if self.taker is not None:
             await self.taker.interrupt()
             await self.taker.aclose()
@@ -324,4 +339,3 @@ class VoiceChatApp(App[int]):
         if self.session is not None:
             await self.session.aclose()
             self.session = None
-        self.exit(0)

@@ -237,6 +237,8 @@ class RaceScreen(Screen[None]):
         """A spoken question (a confirmed turn; drafts are ignored: the race answers whole questions)."""
         from voicecli.listening import SpokenTurn
 
+        if not self.app.is_running:  # shutting down: the listener may outlive the widgets by a moment
+            return
         if isinstance(event, SpokenTurn) and event.text.strip():
             self.ask(event.text.strip(), "spoken")
 
@@ -451,9 +453,16 @@ class RaceApp(App[int]):
         self.run_worker(listener.run(), group="listener", exclusive=True)
 
     async def action_quit(self) -> None:
+        await self.close_session()
+        self.exit(0)
+
+    async def on_unmount(self) -> None:
+        """However the demo ends, the race stops and the session's connection and local endpoint are closed."""
+        await self.close_session()
+
+    async def close_session(self) -> None:
         if self.race_screen.race is not None and self.race_screen.running:
             await self.race_screen.race.interrupt()
         if self.session is not None:
             await self.session.aclose()
             self.session = None
-        self.exit(0)
