@@ -141,8 +141,10 @@ class VoiceChatApp(App[int]):
         self.audio_note = audio_note
         self.conversation.notice(f"starting: {audio_note}")
         try:
-            self.session = await open_session(self.config, sink, self.progress, self.on_pipeline_event)
+            session = await open_session(self.config, sink, self.progress, self.on_pipeline_event)
         except STARTUP_ERRORS as exc:
+            if not self.is_running:  # quit while starting: nobody is left to read why
+                return
             self.status.state = "error"
             self.status.connection = "unreachable"
             advice = ""
@@ -150,12 +152,18 @@ class VoiceChatApp(App[int]):
                 advice = " To run the endpoint on this machine instead, start with --endpoint local."
             self.conversation.notice(f"could not start: {exc}.{advice}", error=True)
             return
+        if not self.is_running:  # quit while the session was opening: close it here, nothing else will
+            await session.aclose()
+            return
+        self.session = session
         self.taker = TurnTaker(self.session.pipeline, self.config.audio.speculative_answers)
         self.taker.start()
         self.status.endpoint = self.session.endpoint_label
         self.status.connection = "warm"
         self.status.state = "idle"
         await self.start_listening()
+        if not self.is_running:
+            return
         self.conversation.notice("ready: " + ("speak, or " if self.listener is not None else "")
                                  + "type a message and press Enter")
         self.notify("ready", timeout=2)
@@ -169,14 +177,19 @@ class VoiceChatApp(App[int]):
         assert self.session is not None
         pipeline = self.session.pipeline
         try:
-            self.listener = await open_gated_listener(self.config, self.on_listen_event, lambda: pipeline.speaking,
-                                                      pipeline.sink)
+            listener = await open_gated_listener(self.config, self.on_listen_event, lambda: pipeline.speaking,
+                                                 pipeline.sink)
         except NoMicrophoneError as exc:
-            self.conversation.notice(f"no microphone ({exc}): voice input is off, typing still works")
+            if self.is_running:
+                self.conversation.notice(f"no microphone ({exc}): voice input is off, typing still works")
             return
         except WhisperModelMissing as exc:
-            self.conversation.notice(f"voice input is off: {exc}", error=True)
+            if self.is_running:
+                self.conversation.notice(f"voice input is off: {exc}", error=True)
             return
+        if not self.is_running:  # quit meanwhile: the microphone opens only when the listener runs, so never
+            return
+        self.listener = listener
         self.status.mic_level_db = -120.0
         self.run_worker(self.listener.run(), group="listener", exclusive=True)
 

@@ -428,14 +428,23 @@ class RaceApp(App[int]):
         sink, audio_note = open_sink(self.config, self.mute, None)
         screen = self.race_screen
         try:
-            self.session = await open_session(self.config, sink, screen.message)
+            session = await open_session(self.config, sink, self.progress)
         except STARTUP_ERRORS as exc:
-            screen.failed_to_start(f"could not start: {exc}")
+            if self.is_running:
+                screen.failed_to_start(f"could not start: {exc}")
             return
+        if not self.is_running:  # quit while the session was opening: close it here, nothing else will
+            await session.aclose()
+            return
+        self.session = session
         screen.attach(self.session, audio_note)
         await self._listen()
         if self.first_question:
             screen.ask(self.first_question)
+
+    def progress(self, message: str) -> None:
+        if self.is_running:  # start-up goes on for a moment after a quit, with no screen left to show it
+            self.race_screen.message(message)
 
     async def _listen(self) -> None:
         """Spoken questions when there is a microphone (typing and the built-in list work without one)."""
@@ -448,6 +457,8 @@ class RaceApp(App[int]):
         try:
             listener = await open_gated_listener(self.config, screen.on_listen, lambda: screen.running, sink)
         except (NoMicrophoneError, WhisperModelMissing, OSError):
+            return
+        if not self.is_running:
             return
         self.listener = listener
         self.run_worker(listener.run(), group="listener", exclusive=True)
