@@ -41,11 +41,14 @@ def outputs(out: Path, kind: str, charts: list[str]) -> tuple[dict[str, Any], st
     data = json.loads((directory / "results.json").read_text(encoding="utf-8"))
     assert data["kind"] == kind and data["name"] == "run"
     machine = data["machine"]
-    for key in ("cpu_model", "cpus_usable", "python", "packages", "load_average_1_5_15", "endpoint"):
+    for key in ("cpu_model", "cpus_usable", "python", "packages", "load_average_1_5_15", "endpoint",
+                "load_average_end_1_5_15", "cpu_steal_s_during"):  # the end of the run too: steal is taken then
         assert key in machine, key
     assert machine["endpoint"]["engine"] == "onnx"
     assert machine["endpoint"]["workers"] == 2 and machine["endpoint"]["threads"] == 1
-    return data, (directory / "results.md").read_text(encoding="utf-8")
+    markdown = (directory / "results.md").read_text(encoding="utf-8")
+    assert "CPU steal during the run" in markdown
+    return data, markdown
 
 
 @pytest.mark.parametrize("command", [["bench"], ["bench", "tts"], ["bench", "e2e"], ["bench", "load"],
@@ -119,4 +122,3 @@ def test_load_bench_accounts_for_every_request_exactly(server: RunningServer, tm
     assert row["stall_ms_p95"] >= 0 and row["first_audio_p95_ms"] > 0 and 0 <= row["sessions_stalled"] <= 4
     assert row["endpoint_cpu_cores"] > 0
     assert data["settings"]["scaling_x"] is None  # no 1-session row to compare with
-    assert data["settings"]["load_average_after"]

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from voicecli.bench.machine import cpu_steal_s, finish_machine_info, machine_info
-from voicecli.bench.report import steal_note
+from voicecli.bench.report import end_note, machine_line
 
 
 def test_steal_is_the_eighth_counter_of_the_cpu_line(tmp_path: Path) -> None:
@@ -25,5 +25,6 @@ def test_a_run_records_the_steal_during_it_and_the_report_says_it() -> None:
     machine["cpu_steal_s_at_start"] -= 5.25  # as if the host had taken 5.25 s since the start
     finish_machine_info(machine)
     assert machine["cpu_steal_s_during"] >= 5.25 and len(machine["load_average_end_1_5_15"]) == 3
-    assert "CPU steal during the run 5." in steal_note(machine)
-    assert steal_note({}) == ""
+    assert "CPU steal during the run 5." in end_note(machine) and "load at the end" in end_note(machine)
+    assert end_note(machine) in machine_line(machine)  # every bench's results.md says it
+    assert end_note({}) == ""  # results saved before the end was recorded

@@ -23,7 +23,7 @@ from typing import Any
 
 from voicecli.bench.charts import distribution_chart, rtt_chart
 from voicecli.bench.delay_proxy import DelayProxy, is_loopback
-from voicecli.bench.machine import machine_info
+from voicecli.bench.machine import finish_machine_info, machine_info
 from voicecli.bench.measure import MeasureError, speak
 from voicecli.bench.progress import BenchProgress
 from voicecli.bench.report import (
@@ -281,6 +281,7 @@ async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
                 await load()
             machine = machine_info(stats)
             samples = await run_e2e(config, target, llm, rtts, args.runs, prompts, bar)
+            finish_machine_info(machine)
         finally:
             if llm is not None:
                 with contextlib.suppress(Exception):

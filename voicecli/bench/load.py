@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import contextlib
 import itertools
-import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from voicecli.bench.charts import load_chart
-from voicecli.bench.machine import machine_info
+from voicecli.bench.machine import finish_machine_info, machine_info
 from voicecli.bench.measure import MeasureError, Trace, check_exact, speak
 from voicecli.bench.progress import BenchProgress
 from voicecli.bench.report import BenchResult, Sample, default_name, machine_line, run_bench
@@ -240,10 +239,6 @@ def build_result(name: str, rounds: list[LoadRound], sentences: int, runs: int, 
     endpoint = machine.get("endpoint", {})
     rows = summarize_rounds(rounds, endpoint.get("cpus"))
     scaled = scaling(rows)
-    try:
-        load_after = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load_after = []
     samples = [Sample(f"sessions={r.sessions}", 0.0, r.run, {"first_audio_ms": o.trace.ttfa_ms,
                                                              "total_ms": o.trace.total_ms},
                       {"session": o.session, "problems": o.problems, "audio_s": round(o.trace.audio_s, 3)})
@@ -254,8 +249,7 @@ def build_result(name: str, rounds: list[LoadRound], sentences: int, runs: int, 
                   "voice": voice, "endpoint": target.url, "saturates_at": saturation(rows),
                   "throughput_plateau_at": throughput_plateau(rows),
                   "scaling_x": None if scaled is None else round(scaled[1], 3),
-                  "scaling_sessions": None if scaled is None else scaled[0],
-                  "load_average_after": load_after},
+                  "scaling_sessions": None if scaled is None else scaled[0]},
         machine=machine, samples=samples)
     result.tables["load"] = rows
     result.notes = [
@@ -263,9 +257,7 @@ def build_result(name: str, rounds: list[LoadRound], sentences: int, runs: int, 
         "thread(s) each; one session has one inference running at a time, so one session uses at most one worker "
         "and N sessions share min(N, workers). First pieces of turns go first, then the session whose listener has "
         "the least audio buffered.",
-        f"Load average (1/5/15 min) before the run: "
-        f"{'/'.join(str(x) for x in machine.get('load_average_1_5_15', [])) or '?'}; after: "
-        f"{'/'.join(str(x) for x in load_after) or '?'} (the bench itself and the endpoint count in it).",
+        "The load averages above (before the run, and at its end) count the bench itself and the endpoint.",
     ]
     return result
 
@@ -283,6 +275,7 @@ async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
                     bar.describe(f"round {run + 1}/{args.runs}, {n} session(s) x {args.sentences} sentences")
                     rounds.append(await run_round(target.url, target.token, n, args.sentences, run, voice))
                     bar.step()
+            finish_machine_info(machine)
         finally:
             target.close()
     return build_result(args.name or default_name("load"), rounds, args.sentences, args.runs, machine, target,

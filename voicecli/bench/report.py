@@ -165,15 +165,21 @@ def machine_line(machine: dict[str, Any]) -> str:
             f"{'/'.join(str(x) for x in machine.get('load_average_1_5_15', []))}), Python {machine.get('python')}, "
             f"engine {endpoint.get('engine', '?')} on {endpoint.get('device', '?')} with "
             f"{endpoint.get('workers', 1)} worker(s) x {endpoint.get('threads', '?')} thread(s), "
-            f"commit {machine.get('git_commit')}")
+            f"commit {machine.get('git_commit')}{end_note(machine)}")
 
 
-def steal_note(machine: dict[str, Any]) -> str:
-    """"; CPU steal during the run X s" when it was recorded (see bench/machine.py for why it matters)."""
+def end_note(machine: dict[str, Any]) -> str:
+    """"; load at the end L; CPU steal during the run X s", as far as they were recorded (bench/machine.py's
+    finish_machine_info; results saved before it have neither)."""
+    note = ""
+    end = machine.get("load_average_end_1_5_15")
+    if end:
+        note += f"; load at the end {'/'.join(str(x) for x in end)}"
     steal = machine.get("cpu_steal_s_during")
-    if not isinstance(steal, int | float):
-        return ""
-    return f"; CPU steal during the run {steal:.1f} s (time the VM's host took: runs with more are slower for it)"
+    if isinstance(steal, int | float):
+        note += (f"; CPU steal during the run {steal:.1f} s (time the VM's host took: runs with more are slower "
+                 "for it)")
+    return note
 
 
 ChartWriter = Callable[[BenchResult, Path], list[Path]]

@@ -22,7 +22,7 @@ from typing import Any
 
 from voicecli.bench.charts import distribution_chart, rtt_chart
 from voicecli.bench.floor import Floor
-from voicecli.bench.machine import machine_info
+from voicecli.bench.machine import finish_machine_info, machine_info
 from voicecli.bench.measure import MeasureError, Trace, check_exact, speak
 from voicecli.bench.progress import BenchProgress
 from voicecli.bench.report import (
@@ -262,6 +262,7 @@ async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
                                          int(stats.get("threads") or config.endpoint.local.threads or 1))
             machine = machine_info(stats)
             samples = await run_tts(target, rtts, args.runs, plan, floor, bar)
+            finish_machine_info(machine)
         finally:
             target.close()
     return build_result(args.name or default_name("tts"), samples, plan, args.runs, rtts, machine, target, floor)

@@ -53,7 +53,6 @@ from voicecli.bench.report import (
     default_name,
     machine_line,
     run_bench,
-    steal_note,
     summarize_samples,
 )
 from voicecli.bench.target import BenchError, Target, endpoint_stats, resolve_target
@@ -379,8 +378,7 @@ def render_markdown(result: BenchResult) -> str:
     lines = [
         f"# voicecli bench turns: {result.name}",
         "",
-        f"Measured {result.created} on {machine_line(result.machine)}; load at the end "
-        f"{'/'.join(str(x) for x in result.machine.get('load_average_end_1_5_15', []))}{steal_note(result.machine)}.",
+        f"Measured {result.created} on {machine_line(result.machine)}.",
         f"LLM: {settings['llm']}; STT {settings['stt_model']}; {settings['turns']} spoken questions per mode "
         f"({settings['questions']}); voice {settings['voice']}.",
         "",
