@@ -84,7 +84,6 @@ def test_user_file_is_found_through_xdg(tmp_path: Path, monkeypatch: pytest.Monk
         ('[tts]\nvoise = "af_heart"\n', "unknown setting 'tts.voise'"),
         ('[audio]\necho_gate = "maybe"\n', "expected true or false"),
         ('[tts\n', "not valid TOML"),
-        ('[llm.local]\nseed = -2\n', "from -1 to 2147483647"),
     ],
 )
 def test_bad_value_names_key_file_and_allowed(tmp_path: Path, text: str, needle: str) -> None:
@@ -94,19 +93,6 @@ def test_bad_value_names_key_file_and_allowed(tmp_path: Path, text: str, needle:
         Config.load(config_path=path, env={})
     assert needle in str(caught.value)
     assert str(path) in str(caught.value)
-
-
-def test_the_local_llm_seed_reaches_its_settings_from_the_environment() -> None:
-    from voicecli.llm import LLMModelUnavailable
-    from voicecli.session import llm_from_config
-
-    config = Config.load(env={"VOICECLI_LLM__LOCAL__SEED": "7"})
-    assert config.llm.local.seed == 7 and Config.load(env={}).llm.local.seed == -1
-    try:
-        llm = llm_from_config(config)
-    except LLMModelUnavailable as exc:
-        pytest.skip(f"needs the SmolLM2 file ({exc})")
-    assert llm.settings.seed == 7  # type: ignore[attr-defined]
 
 
 def test_bad_env_value_names_the_variable() -> None:

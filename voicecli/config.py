@@ -58,11 +58,6 @@ class Choice:
         return None if value in self.options else f"one of {', '.join(repr(o) for o in self.options)}"
 
 
-def _number(x: float) -> str:
-    """Whole bounds in full (2147483647, not 2.14748e+09), others as written (0.5)."""
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-
 @dataclass(frozen=True)
 class Range:
     """The number must lie within [low, high]."""
@@ -72,7 +67,7 @@ class Range:
 
     def check(self, value: Value) -> str | None:
         assert isinstance(value, int | float)
-        return None if self.low <= value <= self.high else f"a number from {_number(self.low)} to {_number(self.high)}"
+        return None if self.low <= value <= self.high else f"a number from {self.low:g} to {self.high:g}"
 
 
 @dataclass(frozen=True)
@@ -120,7 +115,6 @@ CONSTRAINTS: dict[str, Constraint] = {
     "llm.history_turns": Range(0, 100),
     "llm.local.threads": Range(1, 64),
     "llm.local.context_tokens": Range(256, 32768),
-    "llm.local.seed": Range(-1, 2**31 - 1),
     "stt.beam_size": Range(1, 10),
     "stt.device": Choice(("cpu", "cuda", "auto")),
     "stt.compute_type": Choice(("int8", "int8_float16", "float16", "float32", "default")),
@@ -293,7 +287,6 @@ class LlmLocalSettings:
     model_file: str
     threads: int
     context_tokens: int
-    seed: int
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def llm_from_config(config: Config) -> LLM:
     if backend == "local":
         settings = {"models_dir": config.models_dir, "model_file": config.llm.local.model_file,
                     "threads": config.llm.local.threads,
-                    "context_tokens": config.llm.local.context_tokens, "seed": config.llm.local.seed}
+                    "context_tokens": config.llm.local.context_tokens}
     elif backend == "bedrock":
         settings = {"model_id": config.llm.bedrock.model_id, "region": config.llm.bedrock.region,
                     "profile": config.llm.bedrock.profile,

@@ -103,26 +103,3 @@ async def test_damaged_model_file_is_unavailable(tmp_path: Path) -> None:
     with pytest.raises(LLMModelUnavailable, match="could not load"):
         await llm.load()
     await llm.aclose()
-
-
-@pytest.mark.slow
-async def test_a_fixed_seed_gives_a_prompt_the_same_answer_at_any_temperature() -> None:
-    """`llm.local.seed`: the answer depends on its prompt only, not on what was generated before (the bench's runs
-    compare code and machines on the same answers)."""
-    pytest.importorskip("llama_cpp", reason="needs the local-llm extra: pip install 'voicecli[local-llm]'")
-    if not (MODELS_DIR / DEFAULT_MODEL_FILE).is_file():
-        pytest.skip(f"{MODELS_DIR / DEFAULT_MODEL_FILE} missing: voicecli models install --only smollm2")
-
-    async def answer(llm: LocalLLM, question: str) -> str:
-        events = [e async for e in llm.stream([ChatMessage("user", question)], system=SYSTEM, max_tokens=40,
-                                              temperature=1.2)]
-        return "".join(e.text for e in events if isinstance(e, TextDelta))
-
-    seeded = LocalLLM(LocalSettings(models_dir=MODELS_DIR, threads=1, context_tokens=2048, seed=7))
-    try:
-        question = "Tell me something surprising about the ocean."
-        first = await answer(seeded, question)
-        await answer(seeded, "Name three colors.")  # another answer in between (a cancelled speculation, say)
-        assert await answer(seeded, question) == first
-    finally:
-        await seeded.aclose()

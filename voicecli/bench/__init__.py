@@ -26,7 +26,6 @@ LOAD_SENTENCES = 10
 LOAD_RUNS = 2
 TURNS = 10
 TURN_MODES = "bidi,batch"
-TURNS_SEED = 1
 
 
 def _run_tts(args: argparse.Namespace, config: Config) -> int:
@@ -112,9 +111,5 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     turns.add_argument("--questions", default=None, metavar="DIR",
                        help="a folder of WAV files, one question each (default: a built-in set spoken by espeak-ng, "
                        "some with a 400-600 ms pause mid-sentence)")
-    turns.add_argument("--seed", type=int, default=TURNS_SEED, metavar="N",
-                       help=f"the embedded LLM samples every answer with this seed, so runs of the same question set "
-                       f"get the same answers and compare code and machines, not what the model happened to write "
-                       f"(default {TURNS_SEED}; -1: the app's own llm.local.seed)")
     _outputs(turns)
     turns.set_defaults(handler=_run_turns)

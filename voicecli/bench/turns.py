@@ -328,9 +328,9 @@ class TurnRunner:
 
 
 def run_mode(pulse: PrivatePulse, command: list[str], mode: str, questions: list[Question], turns: int,
-             work: Path, bar: BenchProgress | None, overrides: dict[str, str] | None = None) -> list[Observation]:
-    """Start the app in `mode` (`overrides`: settings as VOICECLI_* variables), ask `turns` questions, stop it."""
-    env = {**pulse.child_env(), "XDG_STATE_HOME": str(work / "state"), "PYTHONUNBUFFERED": "1", **(overrides or {})}
+             work: Path, bar: BenchProgress | None) -> list[Observation]:
+    """Start the app in `mode`, ask `turns` questions, stop it."""
+    env = {**pulse.child_env(), "XDG_STATE_HOME": str(work / "state"), "PYTHONUNBUFFERED": "1"}
     if bar is not None:
         bar.describe(f"{mode}: starting the app (Whisper, LLM, endpoint connection)")
     app = App(command, env)
@@ -379,8 +379,7 @@ def render_markdown(result: BenchResult) -> str:
         f"# voicecli bench turns: {result.name}",
         "",
         f"Measured {result.created} on {machine_line(result.machine)}.",
-        f"LLM: {settings['llm']}{llm_seed_note(settings)}; STT {settings['stt_model']}; "
-        f"{settings['turns']} spoken questions per mode "
+        f"LLM: {settings['llm']}; STT {settings['stt_model']}; {settings['turns']} spoken questions per mode "
         f"({settings['questions']}); voice {settings['voice']}.",
         "",
         "**Felt latency**: the question's last voiced sample on the virtual microphone to the answer's first audible "
@@ -407,27 +406,18 @@ def render_markdown(result: BenchResult) -> str:
     return "\n".join(lines)
 
 
-def llm_seed_note(settings: dict[str, Any]) -> str:
-    """How the embedded LLM sampled: with a fixed seed the same transcripts got the same answers in every run."""
-    seed = settings.get("llm_seed")
-    if settings.get("llm_backend") != "local" or not isinstance(seed, int):
-        return ""
-    return f" (every answer sampled with seed {seed})" if seed >= 0 else " (unseeded: answers vary between runs)"
-
-
 def charts(result: BenchResult, directory: Path) -> list[Path]:
     by_mode: dict[str, dict[str, Any]] = result.extra["summary_by_mode"]
     return [waterfall_chart(by_mode, STAGES, directory / "turn_waterfall.png")]
 
 
 def build_result(name: str, samples: list[Sample], config: Config, modes: list[str], turns: int,
-                 questions: list[Question], source: str, machine: dict[str, Any], target: Target,
-                 seed: int = -1) -> BenchResult:
+                 questions: list[Question], source: str, machine: dict[str, Any], target: Target) -> BenchResult:
     result = BenchResult(
         kind="turns", name=name,
         settings={"turns": turns, "modes": modes, "questions": source,
                   "question_set": [q.describe() for q in questions], "llm": llm_label(config),
-                  "llm_backend": config.llm.backend, "llm_seed": seed, "stt_model": config.stt.model,
+                  "llm_backend": config.llm.backend, "stt_model": config.stt.model,
                   "voice": config.tts.voice, "endpoint": target.url,
                   "vad_silence_ms": config.audio.vad_silence_ms,
                   "audible_dbfs": AUDIBLE_DBFS, "record_rate": RECORD_RATE},
@@ -462,14 +452,12 @@ async def _bench(args: argparse.Namespace, config: Config, modes: list[str]) -> 
             stats = await endpoint_stats(target)
             machine = machine_info(stats)
             samples: list[Sample] = []
-            seed = args.seed if args.seed >= 0 else config.llm.local.seed
-            overrides = {"VOICECLI_LLM__LOCAL__SEED": str(seed)}
             try:
                 with PrivatePulse() as pulse:
                     for mode in modes:
                         command = app_command(config, target, mode, getattr(args, "config", None))
                         observations = await asyncio.to_thread(run_mode, pulse, command, mode, questions,
-                                                               args.turns, work, bar, overrides)
+                                                               args.turns, work, bar)
                         samples += [o.sample() for o in observations]
             except PulseUnavailable as exc:
                 raise BenchError(f"bench turns needs a PulseAudio daemon of its own: {exc}") from exc
@@ -477,7 +465,7 @@ async def _bench(args: argparse.Namespace, config: Config, modes: list[str]) -> 
         finally:
             target.close()
     return build_result(args.name or default_name("turns"), samples, config, modes, args.turns, questions, source,
-                        machine, target, seed)
+                        machine, target)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:

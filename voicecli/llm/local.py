@@ -43,10 +43,6 @@ class LocalSettings:
     model_file: str = ""  # empty: DEFAULT_MODEL_FILE under models_dir; relative paths are under models_dir too
     threads: int = 1
     context_tokens: int = 2048
-    seed: int = -1
-    """-1: llama.cpp draws each answer's seed from the previous one (answers depend on all that came before,
-    cancelled speculative ones included); >= 0: every answer is sampled from this seed, so it depends only on its
-    prompt."""
 
     @property
     def model_path(self) -> Path:
@@ -160,10 +156,8 @@ class _Generation:
             llama = self._owner._load_locked()
             if stop.is_set():
                 return
-            seed = self._owner.settings.seed
             chunks = llama.create_chat_completion(
-                messages=self._wire, max_tokens=self._max_tokens, temperature=self._temperature, stream=True,
-                seed=seed if seed >= 0 else None,
+                messages=self._wire, max_tokens=self._max_tokens, temperature=self._temperature, stream=True
             )
             finish: str | None = None
             pieces = 0
