@@ -34,7 +34,7 @@ from voicecli.audio.pcm import Samples
 from voicecli.llm.base import LLM, ChatMessage, StreamEnd, StreamEvent, TextDelta
 from voicecli.llm.history import Conversation
 from voicecli.pipeline import PipelineEvent, PipelineSettings, TurnFailed, VoicePipeline
-from voicecli.sinks import AudioSink, CollectingSink
+from voicecli.sinks import AudioSink, CollectingSink, FirstWrites
 from voicecli.timeline import Percentiles, TurnTimeline, summarize
 from voicecli.tts.base import TransportError, TTSTransport
 
@@ -260,22 +260,19 @@ class _Played:
     def __init__(self, output: AudioSink, prefix: str) -> None:
         self.output = output
         self.prefix = prefix
-        self._first: dict[str, float] = {}
-        self._wake: Callable[[], None] = lambda: None
+        self._first = FirstWrites()
 
     def write(self, samples: Samples, answer_id: str) -> None:
-        if answer_id not in self._first:
-            self._first[answer_id] = time.monotonic()
-            self._wake()
+        self._first.stamp(answer_id)
         self.output.write(samples, self.prefix + answer_id)
 
     def watch(self, wake: Callable[[], None]) -> None:
         """First played is the first write (woken here); the output wakes the wait for it to play out."""
-        self._wake = wake
+        self._first.wake = wake
         self.output.watch(wake)
 
     def first_played(self, answer_id: str) -> float | None:
-        return self._first.get(answer_id)
+        return self._first.first_played(answer_id)
 
     def stop(self) -> None:
         self.output.stop()

@@ -46,25 +46,39 @@ class AudioSink(Protocol):
     def close(self) -> None: ...
 
 
+class FirstWrites:
+    """"First played" taken at an answer's first write, for sinks whose audio is not timed by a device (kept, or
+    played under another id): stamps it and wakes the watcher (see AudioSink.watch)."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, float] = {}
+        self.wake: Callable[[], None] = lambda: None
+
+    def stamp(self, answer_id: str) -> None:
+        if answer_id not in self._first:
+            self._first[answer_id] = time.monotonic()
+            self.wake()
+
+    def first_played(self, answer_id: str) -> float | None:
+        return self._first.get(answer_id)
+
+
 class CollectingSink:
     """Keeps the audio instead of playing it (for --out and --mute): first_played is when it was first written."""
 
     def __init__(self) -> None:
         self.chunks: list[Samples] = []
-        self._first: dict[str, float] = {}
-        self._wake: Callable[[], None] = lambda: None
+        self._first = FirstWrites()
 
     def write(self, samples: Samples, answer_id: str) -> None:
-        if answer_id not in self._first:
-            self._first[answer_id] = time.monotonic()
-            self._wake()
+        self._first.stamp(answer_id)
         self.chunks.append(samples)
 
     def watch(self, wake: Callable[[], None]) -> None:
-        self._wake = wake
+        self._first.wake = wake
 
     def first_played(self, answer_id: str) -> float | None:
-        return self._first.get(answer_id)
+        return self._first.first_played(answer_id)
 
     def stop(self) -> None:
         pass
