@@ -237,8 +237,6 @@ class RaceScreen(Screen[None]):
         """A spoken question (a confirmed turn; drafts are ignored: the race answers whole questions)."""
         from voicecli.listening import SpokenTurn
 
-        if not self.app.is_running:  # shutting down: the listener may outlive the widgets by a moment
-            return
         if isinstance(event, SpokenTurn) and event.text.strip():
             self.ask(event.text.strip(), "spoken")
 
@@ -446,6 +444,10 @@ class RaceApp(App[int]):
         if self.is_running:  # start-up goes on for a moment after a quit, with no screen left to show it
             self.race_screen.message(message)
 
+    def on_listen_event(self, event: ListenEvent) -> None:
+        if self.is_running:  # shutting down: the listener may outlive the widgets by a moment
+            self.race_screen.on_listen(event)
+
     async def _listen(self) -> None:
         """Spoken questions when there is a microphone (typing and the built-in list work without one)."""
         from voicecli.capture import NoMicrophoneError
@@ -455,7 +457,7 @@ class RaceApp(App[int]):
         screen = self.race_screen
         sink = self.session.pipeline.sink if self.session is not None else None
         try:
-            listener = await open_gated_listener(self.config, screen.on_listen, lambda: screen.running, sink)
+            listener = await open_gated_listener(self.config, self.on_listen_event, lambda: screen.running, sink)
         except (NoMicrophoneError, WhisperModelMissing, OSError):
             return
         if not self.is_running:
