@@ -428,6 +428,39 @@ def encode_message(message: ClientMessage | ServerMessage) -> str:
 # Reading frames (the server's reading and validation of requests: voicecli_endpoint/validation.py)
 
 
+MAX_JSON_DEPTH = 64
+"""Arrays and objects nested deeper than this are refused before parsing. Why a fixed bound: json.loads refuses deep
+nesting only when the interpreter's stack runs out, and how much is left depends on the caller (1,497 levels at the
+top of a thread, fewer inside the server's tasks), so the same frame was read by one caller and refused by another
+(the fuzz test's oracle and the server disagreed). A protocol message is one flat object."""
+
+
+def _nests_deeper_than(text: str, limit: int) -> bool:
+    """Whether arrays/objects in `text` nest deeper than `limit` (brackets inside strings do not count). Only a text
+    with more brackets than `limit` is scanned, so ordinary messages cost two str.count calls."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False
+
+
 def decode_object(data: str | bytes, limits: Limits) -> dict[str, Any]:
     """Bytes or text of one frame -> a JSON object, checking size, encoding and shape."""
     size = len(data) if isinstance(data, bytes | bytearray) else len(data.encode("utf-8", "surrogatepass"))
@@ -442,6 +475,10 @@ def decode_object(data: str | bytes, limits: Limits) -> dict[str, Any]:
             raise ProtocolError(ErrorCode.INVALID_UTF8, f"frame is not valid UTF-8 ({exc.reason})") from None
     else:
         text = data
+    if _nests_deeper_than(text, MAX_JSON_DEPTH):
+        raise ProtocolError(ErrorCode.MALFORMED_JSON,
+                            f"frame nests arrays or objects deeper than {MAX_JSON_DEPTH} levels; a message is one flat "
+                            "JSON object")
     try:
         value = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
