@@ -149,8 +149,10 @@ class PipelineSettings:
     first_phrase_words: int = 4
     min_sentence_chars: int = 12
     pause_llm_for_first_audio: bool = True
-    """Pause an embedded LLM (one with pause/resume) from the first sentence's request to its first audio, so the
-    local TTS synthesizes it on every core (see voicecli.llm.local.LocalLLM.pause)."""
+    """Pause an embedded LLM (one with pause/resume) from the first sentence's request until all its audio has come,
+    so the local TTS synthesizes it on every core (see voicecli.llm.local.LocalLLM.pause). Until its last audio, not
+    its first: the endpoint sends a long first sentence in parts, and the later parts are decoded while the first
+    one plays, where a slower decode would be heard as a gap."""
     stall_timeout_s: float = 30.0
     """A TTS request with no event for this long fails the turn with advice instead of hanging it."""
 
@@ -199,8 +201,8 @@ class _Decoder:
 
 
 class _TurnAudio(AudioConsumer):
-    """A turn's TTS events: first bytes become marks (and resume a paused LLM), audio goes to the sink (or is held
-    while the turn is speculative), failures become the turn's failure."""
+    """A turn's TTS events: first bytes become marks, audio goes to the sink (or is held while the turn is
+    speculative), a finished request resumes a paused LLM, failures become the turn's failure."""
 
     def __init__(self, pipeline: VoicePipeline, turn: _Turn, transport: TTSTransport) -> None:
         settings = pipeline.settings
@@ -216,7 +218,6 @@ class _TurnAudio(AudioConsumer):
         assert entry.first_byte is not None
         marks.first_byte = entry.first_byte
         turn.timeline.mark("first_audio_byte", entry.first_byte)
-        self.pipeline._resume_llm(turn)
         self.pipeline._emit(turn, SentenceAudio(turn.timeline.turn_id, marks.index))
 
     def audio(self, entry: RequestAudio, samples: Samples) -> None:
@@ -228,6 +229,7 @@ class _TurnAudio(AudioConsumer):
     def finished(self, entry: RequestAudio) -> None:
         marks = self._marks(entry)
         marks.done = entry.done
+        self.pipeline._resume_llm(self.turn)  # the first sentence is all synthesized (see PipelineSettings)
         if entry.timings is not None:
             marks.server_first_audio_ms = entry.timings.first_audio_ms
 

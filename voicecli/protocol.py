@@ -56,7 +56,8 @@ reading), and the audio of two requests never interleaves. For each request, in 
 
 ``timings``: ``queue_wait_ms`` (time the request waited: behind earlier requests of its session and for the
 shared engine), ``synthesis_ms`` (G2P + inference), ``encoding_ms``, ``audio_s`` (seconds of audio sent),
-``first_audio_ms`` (receipt to first audio frame, null if none) and ``chunks`` (pieces synthesized).
+``first_audio_ms`` (receipt to first audio frame, null if none) and ``chunks`` (audio chunks synthesized: one per
+piece, more for a turn's first piece, which a CPU endpoint decodes and sends in parts).
 ``total_duration_s`` (= audio_s) and ``elapsed_s`` (receipt to completion, seconds) keep the AWS sample's
 fields.
 

@@ -7,7 +7,8 @@ under that lock, so after a `cancelled` frame no frame of a dropped request can 
 
 Each session keeps its listener's `Playout` (the audio sent ahead of real time) and marks a request that arrives
 while nothing is queued, being answered or still playing as the start of a turn: the scheduler serves the first
-piece of a turn first, then the session whose listener is closest to running dry.
+piece of a turn first (in parts where the engine can, each sent as it is decoded: see
+voicecli_endpoint.engines.decoder_parts), then the session whose listener is closest to running dry.
 
 A client that stops reading is dropped once one send has waited SEND_TIMEOUT_S for it, with a WARNING that says so.
 The WebSocket layer's keepalive cannot be relied on for this: once the client's socket sits with a zero window, its

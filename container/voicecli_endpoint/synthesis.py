@@ -21,7 +21,7 @@ from voicecli.protocol import SAMPLE_RATE
 from voicecli_endpoint.chunking import ChunkPolicy, chunk_phonemes
 from voicecli_endpoint.engines.base import Audio, Engine
 from voicecli_endpoint.g2p import Phonemizer
-from voicecli_endpoint.scheduler import CancelToken, FairScheduler
+from voicecli_endpoint.scheduler import CancelToken, FairScheduler, Timed
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +57,40 @@ def trim_silence(audio: Audio, rate: int, lead_keep_s: float = LEAD_KEEP_S, tail
     answer's first piece; between sentences the two together made ~800 ms gaps. A piece with no sound is kept
     as it is (it is rare, and an empty piece would change what a client receives).
     """
-    loud = np.flatnonzero(np.abs(audio) > 10 ** (SILENCE_DBFS / 20))
-    if loud.size == 0:
-        return audio
-    start = max(0, int(loud[0]) - round(lead_keep_s * rate))
-    end = min(len(audio), int(loud[-1]) + 1 + round(tail_keep_s * rate))
-    return audio[start:end]
+    trimmer = SilenceTrimmer(rate, lead_keep_s, tail_keep_s)
+    return np.concatenate([trimmer.feed(audio), trimmer.finish()])
+
+
+class SilenceTrimmer:
+    """`trim_silence` for a piece that arrives in parts (decoder_parts.py): each part's samples go out as soon as
+    it is known they are kept. Leading silence is dropped until the first sound; silence at the end of a part is
+    held back until a later part shows whether sound follows it (kept whole) or not (cut to `tail_keep_s`)."""
+
+    def __init__(self, rate: int, lead_keep_s: float = LEAD_KEEP_S, tail_keep_s: float = TAIL_KEEP_S) -> None:
+        self._lead_keep = round(lead_keep_s * rate)
+        self._tail_keep = round(tail_keep_s * rate)
+        self._held: list[Audio] = []
+        """Samples not yet known to be kept: all of them before the first sound, the trailing silence after."""
+        self._sounded = False
+
+    def feed(self, audio: Audio) -> Audio:
+        """The samples of `audio` (and of earlier parts) that are now known to be kept."""
+        loud = np.flatnonzero(np.abs(audio) > 10 ** (SILENCE_DBFS / 20))
+        if loud.size == 0:
+            self._held.append(audio)
+            return audio[:0]
+        held = np.concatenate([*self._held, audio]) if self._held else audio
+        first, last = int(loud[0]) + len(held) - len(audio), int(loud[-1]) + len(held) - len(audio)
+        start = 0 if self._sounded else max(0, first - self._lead_keep)
+        self._sounded = True
+        self._held = [held[last + 1:]]
+        return held[start: last + 1]
+
+    def finish(self) -> Audio:
+        """What is kept of the held samples once the piece has ended; all of a piece that never sounded."""
+        held = np.concatenate(self._held) if self._held else np.zeros(0, np.float32)
+        self._held = []
+        return held[: self._tail_keep] if self._sounded else held
 
 
 @dataclass(frozen=True)
@@ -121,14 +149,43 @@ class Synthesizer:
         extra_wait, extra_run = prepared.queue_wait_s, prepared.run_s
         last = len(prepared.value) - 1
         for index, phonemes in enumerate(prepared.value):
-            synthesize = partial(self.engine.synthesize_phonemes, phonemes, voice, speed)
-            done = await self.scheduler.submit(key, synthesize, token, first=first and index == 0,
-                                               item=(phonemes, voice, speed))
+            trimmer = SilenceTrimmer(SAMPLE_RATE, tail_keep_s=tail_keep_s(text) if index == last else TAIL_KEEP_S)
+            starts_turn = first and index == 0
+            async for done, complete in self._synthesize(key, phonemes, voice, speed, token, in_parts=starts_turn):
+                audio = trimmer.feed(done.value)
+                if complete:
+                    audio = np.concatenate([audio, trimmer.finish()])
+                extra_wait, extra_run = extra_wait + done.queue_wait_s, extra_run + done.run_s
+                if audio.size == 0:  # silence held back (or a piece with no samples): nothing to send yet
+                    continue
+                yield Piece(audio, index, phonemes, extra_wait, extra_run)
+                extra_wait = extra_run = 0.0
             self.pieces_synthesized += 1
-            audio = trim_silence(done.value, SAMPLE_RATE,
-                                 tail_keep_s=tail_keep_s(text) if index == last else TAIL_KEEP_S)
-            yield Piece(audio, index, phonemes, done.queue_wait_s + extra_wait, done.run_s + extra_run)
-            extra_wait = extra_run = 0.0
         if not prepared.value:  # the user's words are theirs: their text is logged at DEBUG only
             log.info("a text of %d characters has nothing speakable: the answer holds no audio", len(text))
             log.debug("nothing speakable in %r", text[:80])
+
+    async def _synthesize(self, key: Hashable, phonemes: str, voice: str, speed: float, token: CancelToken | None, *,
+                          in_parts: bool) -> AsyncGenerator[tuple[Timed[Audio], bool], None]:
+        """One piece as scheduler jobs: (its audio, whether the piece is complete with it), once or part by part.
+
+        `in_parts` (a turn's first piece, with an engine that can): one job per part, the first ranked first, the
+        later ones by the listener's buffered audio like any piece (decoder_parts.py says why).
+        """
+        if not (in_parts and self.engine.parts):
+            synthesize = partial(self.engine.synthesize_phonemes, phonemes, voice, speed)
+            done = await self.scheduler.submit(key, synthesize, token, first=in_parts, item=(phonemes, voice, speed))
+            yield done, True
+            return
+        parts = self.engine.synthesize_parts(phonemes, voice, speed)
+        step = partial(next, parts)
+        try:
+            done = await self.scheduler.submit(key, step, token, first=True)
+            while True:
+                audio, last = done.value
+                yield Timed(audio, done.queue_wait_s, done.run_s), last
+                if last:
+                    return
+                done = await self.scheduler.submit(key, step, token)
+        finally:
+            parts.close()  # a cancelled piece: its generator is not running (its job ended or never ran)

@@ -41,7 +41,9 @@ LONG_TEXT = ("A sentence long enough to make plenty of audio for a client that w
     : DEFAULTS.limits.max_text_chars]
 
 
-WARM_TEXT = " ".join(["and then the long sentence went on"] * 14) + "."
+WARM_TEXT = "Hello. " + " ".join(["and then the long sentence went on"] * 14) + "."
+"""A short first sentence, then the longest piece: a turn's first piece is decoded in parts of at most ~2 s
+(voicecli_endpoint.engines.decoder_parts), so only a later piece makes the engine decode a long piece whole."""
 
 
 def rss_mb(pid: int) -> float:
@@ -142,8 +144,9 @@ def test_rss_stays_bounded_under_oversized_bodies_floods_and_never_reading_clien
 ) -> None:
     assert endpoint.process is not None
     pid = endpoint.process.pid
-    # Warm up with the longest pieces the chunker makes (one long sentence): the engine's memory arena grows to the
-    # largest input it has seen, which is the working set of normal use, not an effect of abuse.
+    # Warm up with the longest pieces the chunker makes (one long sentence, not the first: WARM_TEXT): the engine's
+    # memory arena grows to the largest input it has seen, which is the working set of normal use, not an effect of
+    # abuse.
     for audio_format in ("wav", "mp3"):
         assert httpx.post(f"{endpoint.http_url}/invocations", json={"text": WARM_TEXT, "format": audio_format},
                           timeout=300).status_code == 200

@@ -133,6 +133,41 @@ async def test_cancel_drops_queued_and_current_and_session_stays_usable(server: 
     assert received.answers[0].complete is not None
 
 
+LONG_FIRST = "The capital of the United Arab Emirates is Abu Dhabi, a large city."
+"""Its first piece ("...is Abu Dhabi,", ~3 s) is long enough to be decoded in parts (decoder_parts.py)."""
+
+
+async def test_a_turns_first_piece_comes_in_parts_and_a_queued_request_whole(server: RunningServer) -> None:
+    """The request that starts a turn (the session was idle) has its first piece sent in parts, as soon as each is
+    decoded; a request that arrives behind it is not a turn's start, and each of its pieces comes whole. The two
+    carry the same text, so the same length of audio (the parts add up to the piece)."""
+    async with connect(server.ws_url) as ws:
+        await send_json(ws, {"text": LONG_FIRST, "format": "pcm16", "request_id": "turn"})
+        await send_json(ws, {"text": LONG_FIRST, "format": "pcm16", "request_id": "behind"})
+        received = await read_answers(ws, 2)
+    turn, behind = received.answers
+    assert turn.complete is not None and behind.complete is not None
+    assert behind.complete.timings.chunks == 2  # "...is Abu Dhabi," and "a large city.", each whole
+    assert turn.complete.timings.chunks >= 3
+    assert abs(turn.complete.timings.audio_s - behind.complete.timings.audio_s) < 0.1
+
+
+async def test_cancel_between_the_parts_of_a_first_piece(server: RunningServer) -> None:
+    """A cancel that comes after the first part's audio drops the parts not yet decoded: nothing of the request
+    follows the acknowledgement, and the session goes on."""
+    async with connect(server.ws_url) as ws:
+        await send_json(ws, {"text": LONG_FIRST, "request_id": "long"})
+        while not isinstance(await recv_frame(ws), Mp3Audio):
+            pass
+        await send_json(ws, {"type": "cancel"})
+        while not isinstance(frame := await recv_frame(ws), Control):
+            pass
+        assert frame.message == CancelAck(None, ("long",))
+        await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": "after"})
+        received = await read_answers(ws, 1)
+    assert [answer.request_id for answer in received.answers] == ["after"] and received.answers[0].complete
+
+
 async def test_cancel_one_queued_request_by_id(server: RunningServer) -> None:
     async with connect(server.ws_url) as ws:
         await send_json(ws, {"text": SHORT, "speed": FAST, "request_id": "keep"})

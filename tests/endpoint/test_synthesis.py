@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from voicecli_endpoint.synthesis import (
     LEAD_KEEP_S,
     MID_PHRASE_TAIL_KEEP_S,
     SILENCE_DBFS,
     TAIL_KEEP_S,
+    SilenceTrimmer,
     tail_keep_s,
     trim_silence,
 )
@@ -36,7 +41,21 @@ def test_trim_keeps_the_short_lead_and_the_asked_tail() -> None:
 
 def test_a_piece_without_sound_is_kept_whole() -> None:
     silent = np.zeros(RATE, dtype=np.float32)
-    assert trim_silence(silent, RATE) is silent
+    assert np.array_equal(trim_silence(silent, RATE), silent)
+
+
+@given(lead=st.floats(0.0, 0.5), sound=st.floats(0.0, 1.0), gap=st.floats(0.0, 0.3), tail=st.floats(0.0, 0.5),
+       cuts=st.lists(st.floats(0.0, 1.0), max_size=6), tail_keep=st.sampled_from([TAIL_KEEP_S, 0.04]))
+def test_a_piece_trimmed_in_parts_is_the_piece_trimmed_whole(lead: float, sound: float, gap: float, tail: float,
+                                                             cuts: list[float], tail_keep: float) -> None:
+    """The endpoint trims a turn's first piece part by part as the parts come (SilenceTrimmer): whatever the cuts,
+    including cuts inside the silence between two sounds, the samples sent are exactly those of trim_silence."""
+    audio = np.concatenate([padded(lead, sound, gap), padded(0.0, sound / 2, tail)])
+    bounds = sorted({0, len(audio), *(round(cut * len(audio)) for cut in cuts)})
+    trimmer = SilenceTrimmer(RATE, tail_keep_s=tail_keep)
+    sent = [trimmer.feed(audio[a:b]) for a, b in itertools.pairwise(bounds)]
+    sent.append(trimmer.finish())
+    assert np.array_equal(np.concatenate(sent), trim_silence(audio, RATE, tail_keep_s=tail_keep))
 
 
 @pytest.mark.parametrize(

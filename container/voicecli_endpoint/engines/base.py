@@ -8,7 +8,7 @@ outside them, so both engines see exactly the same phonemes (which is what makes
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -40,6 +40,9 @@ class Engine(ABC):
     batches: ClassVar[bool] = False
     """`synthesize_batch` does several items in one pass for less than their separate calls (the scheduler's
     batcher is used only then; see voicecli_endpoint.scheduler)."""
+    parts: ClassVar[bool] = False
+    """`synthesize_parts` gives a long piece in several parts, the first one early (see
+    voicecli_endpoint.engines.decoder_parts); the endpoint asks for it where a listener waits in silence."""
 
     @property
     @abstractmethod
@@ -54,6 +57,11 @@ class Engine(ABC):
     @abstractmethod
     def synthesize_phonemes(self, phonemes: str, voice: str, speed: float) -> Audio:
         """Synthesize one chunk of misaki phonemes (at most ~510 symbols) into float32 mono samples."""
+
+    def synthesize_parts(self, phonemes: str, voice: str, speed: float) -> Generator[tuple[Audio, bool]]:
+        """The piece's audio in consecutive parts, each computed when it is asked for, with whether it is the last;
+        together they are what `synthesize_phonemes` gives, up to the seams. Here one part, the whole piece."""
+        yield self.synthesize_phonemes(phonemes, voice, speed), True
 
     def warm_up(self, phonemes: str, voice: str) -> None:
         """Run one synthesis so the first request does not pay for lazy initialisation (an engine that keeps
