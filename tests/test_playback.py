@@ -202,7 +202,9 @@ def test_underruns_counted_when_fed_slower_than_real_time(pulse: PrivatePulse) -
         player.end_answer("slow")
         player.wait_done(timeout=5)
         underruns = player.stats.underruns
+        timing = player.timing("slow")
     assert underruns >= 5
+    assert timing is not None and timing.underruns == underruns  # all of them inside that answer
     _measure("underruns_slow_feed", underruns, "callbacks")
 
 

@@ -499,6 +499,7 @@ class VoicePipeline:
                 break
             await turn.moved.wait()
         self._check_played(turn)
+        timeline.underruns = self.sink.underruns(turn.answer_id)
 
     def _resume_llm(self, turn: _Turn) -> None:
         if turn.llm_paused:

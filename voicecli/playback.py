@@ -72,6 +72,7 @@ class AnswerTiming:
     frames_played: int = 0
     ended: bool = False  # end_answer() was called: no more audio will be written for it
     cancelled: bool = False  # dropped by stop()
+    underruns: int = 0  # callbacks that ran dry while this answer was still being written (PlaybackStats.underruns)
 
 
 @dataclass(slots=True)
@@ -310,6 +311,7 @@ class Player:
                 current = self._timings.get(self._current) if self._current is not None else None
                 if current is not None and not current.ended and not current.cancelled:
                     stats.underruns += 1
+                    current.underruns += 1
                 if not queue:
                     self._drained.notify_all()
             if not queue and self._playing_out and now >= self._last_dac_end:

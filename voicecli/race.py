@@ -283,6 +283,9 @@ class _Played:
     def finish(self, answer_id: str) -> None:
         self.output.finish(self.prefix + answer_id)
 
+    def underruns(self, answer_id: str) -> int:
+        return self.output.underruns(self.prefix + answer_id)
+
     def close(self) -> None:
         """The output belongs to the session."""
 

@@ -43,6 +43,11 @@ class AudioSink(Protocol):
         """No more audio will come for this answer (so a gap after it is not an underrun)."""
         ...
 
+    def underruns(self, answer_id: str) -> int:
+        """How often the device ran dry while this answer was still coming: a gap the listener heard inside it.
+        Always 0 for a sink that is not a device."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -88,6 +93,9 @@ class CollectingSink:
 
     def finish(self, answer_id: str) -> None:
         pass
+
+    def underruns(self, answer_id: str) -> int:
+        return 0
 
     def close(self) -> None:
         pass

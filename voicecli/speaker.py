@@ -34,6 +34,10 @@ class Speaker:
     def first_played(self, answer_id: str) -> float | None:
         return self.player.first_audible(answer_id)
 
+    def underruns(self, answer_id: str) -> int:
+        timing = self.player.timing(answer_id)
+        return 0 if timing is None else timing.underruns
+
     def stop(self) -> None:
         self.player.stop()
 

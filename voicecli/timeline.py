@@ -97,6 +97,8 @@ class TurnTimeline:
     sentences: list[SentenceMarks] = field(default_factory=list)
     interrupted: bool = False
     speculations: SpeculationCounts = field(default_factory=SpeculationCounts)
+    underruns: int = 0
+    """Times the speaker ran dry while the answer was still coming (a gap heard inside it; sinks.AudioSink)."""
     listener: Callable[[Mark], None] | None = field(default=None, repr=False, compare=False)
 
     def mark(self, name: str, at: float | None = None) -> None:
@@ -141,6 +143,7 @@ class TurnTimeline:
             "origin": self.origin,
             "interrupted": self.interrupted,
             "speculations": asdict(self.speculations),
+            "underruns": self.underruns,
             "marks_ms": {k: round(v, 1) for k, v in self.relative().items()},
             "spans_ms": {label: _round(self.ms(a, b)) for label, a, b in KEY_SPANS},
             "sentences": [

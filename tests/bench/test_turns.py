@@ -30,9 +30,11 @@ from voicecli.timeline import TurnTimeline
 QUESTION = Question("q01", "What is the capital of France?", Path("q01.wav"), 22_050, 2.6, 0.3, 2.3, ())
 
 
-def timeline_line(speech_end: float, marks: dict[str, float], speculations: dict[str, int] | None = None) -> str:
+def timeline_line(speech_end: float, marks: dict[str, float], speculations: dict[str, int] | None = None,
+                  underruns: int = 0) -> str:
     """A `timeline {json}` line exactly as `voicecli chat --no-tui` prints it, from a real TurnTimeline."""
     timeline = TurnTimeline(1, "bidi", "spoken")
+    timeline.underruns = underruns
     timeline.mark("speech_end", speech_end)
     for name, at in marks.items():
         timeline.mark(name, speech_end + at / 1000)
@@ -43,13 +45,13 @@ def timeline_line(speech_end: float, marks: dict[str, float], speculations: dict
 
 
 def observed(transcripts: list[str], question_end: float = 10.0, answer_start: float | None = 11.2,
-             speculations: dict[str, int] | None = None) -> Observation:
+             speculations: dict[str, int] | None = None, underruns: int = 0) -> Observation:
     obs = Observation("bidi", 0, QUESTION, played_at=7.0)
     for index, text in enumerate(transcripts):
         obs.take(f"you (spoken)> {text}", 12.0 + index)
         obs.take(f"assistant> Paris {index}.", 12.5 + index)
-        obs.take(timeline_line(10.0, {"transcript_ready": 700.0, "first_audio_played": 1100.0}, speculations),
-                 13.0 + index)
+        obs.take(timeline_line(10.0, {"transcript_ready": 700.0, "first_audio_played": 1100.0}, speculations,
+                               underruns), 13.0 + index)
     obs.question_start, obs.question_end, obs.answer_start = 8.0, question_end, answer_start
     return obs
 
@@ -102,7 +104,8 @@ def test_a_turn_settles_only_when_every_begun_turn_has_its_timeline_and_the_spea
 
 
 def test_summary_by_mode_report_and_waterfall(tmp_path: Path) -> None:
-    turns = [observed(["q"], answer_start=10.0 + felt / 1000) for felt in (900.0, 1100.0, 1300.0)]
+    turns = [observed(["q"], answer_start=10.0 + felt / 1000, underruns=gaps)
+             for felt, gaps in ((900.0, 0), (1100.0, 3), (1300.0, 0))]
     split = observed(["What is the capital of", "France?"], answer_start=11.0)
     missed = Observation("bidi", 4, QUESTION, played_at=0.0)
     samples = [o.sample() for o in (*turns, split, missed)]
@@ -114,6 +117,7 @@ def test_summary_by_mode_report_and_waterfall(tmp_path: Path) -> None:
     assert bidi["felt_latency_p50_ms"] == pytest.approx(1050.0) and bidi["premature_answers"] == 1
     assert bidi["felt_latency_p95_ms"] == pytest.approx(1270.0)
     assert bidi["speculations_cancelled"] == 0
+    assert bidi["underruns"] == 3 and bidi["answers_with_underruns"] == 1  # the speaker ran dry inside one answer
     assert bidi["timeline_marks_p50_ms"] == {"transcript_ready": 700.0, "first_audio_played": 1100.0}
     assert by_mode["batch"]["turns"] == 0 and by_mode["batch"]["felt_latency_p50_ms"] is None
     result = BenchResult("turns", "run", {"turns": 5, "llm": "local", "stt_model": "tiny.en", "questions": "built-in",
@@ -121,7 +125,7 @@ def test_summary_by_mode_report_and_waterfall(tmp_path: Path) -> None:
     result.extra["summary_by_mode"] = by_mode
     assert result.to_json()["summary_by_mode"]["bidi"]["premature_answers"] == 1
     markdown = render_markdown(result)
-    assert "| bidi | 5 | 4 | 1,050 | 1,270 | 1 | 0 |" in markdown
+    assert "| bidi | 5 | 4 | 1,050 | 1,270 | 1 | 0 | 1 |" in markdown
     assert "split into 2 turns" in markdown and "(nothing)" in markdown
     (chart,) = charts(result, tmp_path)
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

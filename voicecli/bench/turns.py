@@ -125,6 +125,11 @@ class Observation:
             reasons.append(f"answer audible {-felt:.0f} ms before the question ended")
         return reasons
 
+    @property
+    def underruns(self) -> int:
+        """Times the app's speaker ran dry inside this question's answers (timeline "underruns")."""
+        return sum(int(t.get("underruns", 0)) for t in self.timelines)
+
     def speculations(self, key: str) -> int:
         """Sum over this question's turns of the timeline's speculations.<key> (0 where the app has none)."""
         return sum(int((t.get("speculations") or {}).get(key, 0)) for t in self.timelines)
@@ -165,6 +170,7 @@ class Observation:
             "answers": self.answers,
             "premature": self.premature(),
             "speculations": {k: self.speculations(k) for k in ("started", "confirmed", "cancelled")},
+            "underruns": self.underruns,
             "timelines": self.timelines,
         })
 
@@ -363,6 +369,8 @@ def summary_by_mode(samples: list[Sample], modes: list[str]) -> dict[str, dict[s
             "speculations_started": sum(s.detail["speculations"]["started"] for s in mine),
             "speculations_confirmed": sum(s.detail["speculations"]["confirmed"] for s in mine),
             "speculations_cancelled": sum(s.detail["speculations"]["cancelled"] for s in mine),
+            "underruns": sum(int(s.detail.get("underruns", 0)) for s in mine),
+            "answers_with_underruns": sum(1 for s in mine if s.detail.get("underruns", 0)),
             "timeline_marks_p50_ms": marks,
         }
     return out
@@ -383,17 +391,19 @@ def render_markdown(result: BenchResult) -> str:
         f"({settings['questions']}); voice {settings['voice']}.",
         "",
         "**Felt latency**: the question's last voiced sample on the virtual microphone to the answer's first audible "
-        "sample on the virtual speaker (ms, from the recordings).",
+        "sample on the virtual speaker (ms, from the recordings). An answer with a gap: the app's speaker ran dry "
+        "while the answer was still coming (its audio arrived late).",
         "",
         "| mode | questions | answered | felt p50 | felt p95 | premature | speculations cancelled | "
-        + " | ".join(f"{m} p50" for m in STAGES) + " |",
-        "|---|" + "---:|" * (6 + len(STAGES)),
+        "answers with a gap | " + " | ".join(f"{m} p50" for m in STAGES) + " |",
+        "|---|" + "---:|" * (7 + len(STAGES)),
     ]
     for mode, row in by_mode.items():
         marks = row["timeline_marks_p50_ms"]
         lines.append(f"| {mode} | {row['turns']} | {row['answered']} | {_ms(row['felt_latency_p50_ms'])} | "
                      f"{_ms(row['felt_latency_p95_ms'])} | {row['premature_answers']} | "
-                     f"{row['speculations_cancelled']} | " + " | ".join(_ms(marks.get(m)) for m in STAGES) + " |")
+                     f"{row['speculations_cancelled']} | {row.get('answers_with_underruns', '–')} | "
+                     + " | ".join(_ms(marks.get(m)) for m in STAGES) + " |")
     lines += ["", "Timeline marks are the app's own (ms after its detected speech end, medians).", "",
               "| mode | # | question | heard as | felt ms | first_audio_played ms | premature |",
               "|---|---:|---|---|---:|---:|---|"]
