@@ -203,7 +203,6 @@ class OnnxEngine(Engine):
         return inputs
 
 
-
 def split_model(model_path: Path) -> tuple[bytes, bytes] | None:
     """The model cut at DECODER_INPUTS into (encoder, decoder), serialized; None when the graph has no such cut."""
     import onnx
