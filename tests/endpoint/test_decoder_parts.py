@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from voicecli_endpoint.engines.decoder_parts import (
     CONTEXT_FRAMES,
     CROSSFADE_SAMPLES,
+    DECODE_MS_PER_FRAME,
     FIRST_SPEECH_FRAMES,
     FRAME_SAMPLES,
     MAX_PART_FRAMES,
@@ -45,8 +46,9 @@ def test_energy_is_averaged_per_frame() -> None:
 
 
 def test_a_short_piece_is_decoded_whole() -> None:
-    frames = 12 + FIRST_SPEECH_FRAMES[1] + MIN_PART_FRAMES - 1
-    assert plan_parts(energy(12, frames - 12, 0)) == [Part(0, frames, 0, frames)]
+    fits = FIRST_SPEECH_FRAMES[1]  # speech that fits in a first part: nothing to gain, whatever the pad silence
+    assert plan_parts(energy(12, fits, 17)) == [Part(0, 12 + fits + 17, 0, 12 + fits + 17)]
+    assert len(plan_parts(energy(12, fits + 1, 17))) > 1
     assert plan_parts(energy(60, 0, 0)) == [Part(0, 60, 0, 60)]  # no sound at all
 
 
@@ -64,7 +66,7 @@ def test_a_seam_goes_where_it_is_not_heard() -> None:
     """Quiet or unvoiced frames only, where the window has one: not the quieter middle of a vowel."""
     lead, high = 12, FIRST_SPEECH_FRAMES[1]
     curve = energy(lead, 100, 17)
-    curve[lead + 15] = 1.5  # a dip inside a vowel: the quietest frame of the window, but voiced
+    curve[lead + 15] = 2.5  # a dip inside a vowel: the quietest frame of the window, but voiced
     pitch = np.full(len(curve), 200.0)
     assert plan_parts(curve, pitch)[0].stop == lead + 15  # nothing better within reach
     curve[lead + high + 3] = 0.5  # a closure just past the window
@@ -90,10 +92,14 @@ def test_parts_cover_the_piece_and_grow_at_most_twofold(lead: int, speech: int, 
     if len(parts) > 1:
         speech_start = int(np.flatnonzero(curve > 0)[0])
         low, high = FIRST_SPEECH_FRAMES
+        speech_end = int(np.flatnonzero(curve > 0)[-1]) + 1
         assert speech_start + low <= parts[0].stop < speech_start + high + SEAM_REACH_FRAMES
+        assert parts[-2].stop < speech_end  # no cut in the trailing pad silence
         for before, part in itertools.pairwise(parts[:-1]):
-            assert part.stop - part.start >= MIN_PART_FRAMES
-            assert part.stop - part.start < min(MAX_PART_FRAMES, 2 * (before.stop - speech_start)) + SEAM_REACH_FRAMES
+            sent_ms = (before.stop - speech_start) * FRAME_SAMPLES / 24
+            budget = int(sent_ms / DECODE_MS_PER_FRAME) - 2 * CONTEXT_FRAMES
+            bound = max(MIN_PART_FRAMES + 1, min(MAX_PART_FRAMES, budget))
+            assert MIN_PART_FRAMES <= part.stop - part.start < bound  # decoded before the speech sent has played
 
 
 @given(lead=st.integers(0, 20), speech=st.integers(0, 300), tail=st.integers(0, 25),
