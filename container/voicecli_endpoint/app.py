@@ -182,6 +182,7 @@ def _parallelism_details(state: EndpointState) -> dict[str, Any]:
         "device": None if synth is None else synth.engine.device,
         "workers": None if sizes is None else sizes.workers,
         "threads": None if sizes is None else sizes.threads,
+        "solo_threads": None if sizes is None else (sizes.solo_threads or sizes.threads),
         "cpus": None if sizes is None else sizes.cpus,
         "workers_auto": None if sizes is None else sizes.workers_auto,
         "threads_auto": None if sizes is None else sizes.threads_auto,

@@ -46,6 +46,7 @@ def outputs(out: Path, kind: str, charts: list[str]) -> tuple[dict[str, Any], st
         assert key in machine, key
     assert machine["endpoint"]["engine"] == "onnx"
     assert machine["endpoint"]["workers"] == 2 and machine["endpoint"]["threads"] == 1
+    assert machine["endpoint"]["solo_threads"] >= 1  # threads of a lone piece (and of the tts floor)
     markdown = (directory / "results.md").read_text(encoding="utf-8")
     assert "CPU steal during the run" in markdown
     return data, markdown

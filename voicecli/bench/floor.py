@@ -1,6 +1,7 @@
 """The in-process floor: the work the endpoint must do before its first audio byte, with no transport at all.
 
-G2P of the first sentence, the endpoint's own chunking, inference of the first piece and its MP3 encoding, in
+G2P of the first sentence, the endpoint's own chunking, inference of the first piece's first part (a turn's first
+piece is decoded in parts where the engine can: voicecli_endpoint.engines.decoder_parts) and its MP3 encoding, in
 this process, with the same engine and thread count as the endpoint (read from its /stats). The time from
 sending the first sentence over the WebSocket to its first audio byte, minus this, is what the transport, the
 server's event loop and its scheduler cost: the number the post's transport optimisation is about.
@@ -45,7 +46,7 @@ class Floor:
         return floor
 
     def measure(self, text: str, voice: str, speed: float) -> FloorResult:
-        """Synchronous: G2P -> chunking -> first piece inference -> MP3 encoding, timed."""
+        """Synchronous: G2P -> chunking -> first part of the first piece -> MP3 encoding, timed."""
         from voicecli_endpoint.audio_encoding import stream_encoder
         from voicecli_endpoint.chunking import ChunkPolicy, chunk_phonemes
 
@@ -54,7 +55,9 @@ class Floor:
         if not pieces:
             raise ValueError(f"nothing speakable in {text!r}")
         phonemized = time.perf_counter()
-        audio = self._engine.synthesize_phonemes(pieces[0], voice, speed)
+        parts = self._engine.synthesize_parts(pieces[0], voice, speed)
+        audio, _ = next(parts)
+        parts.close()
         inferred = time.perf_counter()
         encoder = stream_encoder("mp3")
         messages = encoder.encode(audio) or encoder.flush()

@@ -74,8 +74,8 @@ async def endpoint_stats(target: Target) -> dict[str, Any]:
             response = await client.get(f"{target.url}{STATS_PATH}")
         if response.status_code == 200:
             data: dict[str, Any] = response.json()
-            keys = ("engine", "device", "workers", "threads", "cpus", "workers_auto", "threads_auto", "max_batch",
-                    "batch_window_ms", "voices", "load_s", "warmup_s")
+            keys = ("engine", "device", "workers", "threads", "solo_threads", "cpus", "workers_auto", "threads_auto",
+                    "max_batch", "batch_window_ms", "voices", "load_s", "warmup_s")
             return {k: data.get(k) for k in keys}
     except (httpx.HTTPError, ValueError):
         pass

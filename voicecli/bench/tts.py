@@ -259,7 +259,9 @@ async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
                 bar.describe("loading the in-process engine for the floor")
                 floor = await Floor.load(str(stats.get("engine") or config.endpoint.local.engine),
                                          config.models_dir,
-                                         int(stats.get("threads") or config.endpoint.local.threads or 1))
+                                         # a lone first piece runs on the all-cores session (sizing.py)
+                                         int(stats.get("solo_threads") or stats.get("threads")
+                                             or config.endpoint.local.threads or 1))
             machine = machine_info(stats)
             samples = await run_tts(target, rtts, args.runs, plan, floor, bar)
             finish_machine_info(machine)
