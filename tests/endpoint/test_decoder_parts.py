@@ -14,6 +14,7 @@ from voicecli_endpoint.engines.decoder_parts import (
     CROSSFADE_SAMPLES,
     DECODE_MS_PER_FRAME,
     FIRST_SPEECH_FRAMES,
+    FRAME_MS,
     FRAME_SAMPLES,
     MAX_PART_FRAMES,
     MIN_PART_FRAMES,
@@ -96,7 +97,7 @@ def test_parts_cover_the_piece_and_grow_at_most_twofold(lead: int, speech: int, 
         assert speech_start + low <= parts[0].stop < speech_start + high + SEAM_REACH_FRAMES
         assert parts[-2].stop < speech_end  # no cut in the trailing pad silence
         for before, part in itertools.pairwise(parts[:-1]):
-            sent_ms = (before.stop - speech_start) * FRAME_SAMPLES / 24
+            sent_ms = (before.stop - speech_start) * FRAME_MS
             budget = int(sent_ms / DECODE_MS_PER_FRAME) - 2 * CONTEXT_FRAMES
             bound = max(MIN_PART_FRAMES + 1, min(MAX_PART_FRAMES, budget))
             assert MIN_PART_FRAMES <= part.stop - part.start < bound  # decoded before the speech sent has played

@@ -35,8 +35,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from voicecli.protocol import SAMPLE_RATE
+
 FRAME_SAMPLES = 600
-"""Samples per decoder frame (24 kHz: 25 ms); the pitch and energy curves have two values per frame."""
+"""Samples per decoder frame; the pitch and energy curves have two values per frame."""
+FRAME_MS = FRAME_SAMPLES * 1000 / SAMPLE_RATE
+"""How long a frame plays: 25 ms."""
 CONTEXT_FRAMES = 8
 """Frames decoded on either side of a part and dropped (200 ms): the decoder's view of the neighbouring sound."""
 FIRST_SPEECH_FRAMES = (12, 30)
@@ -94,7 +98,7 @@ def plan_parts(energy: npt.NDArray[np.floating], pitch: npt.NDArray[np.floating]
         cut = _cut(energy, pitch, position + low, position + high, min(position + high + reach, end))
         cuts.append(cut)
         position = cut
-        sent_ms = (cut - lead) * FRAME_SAMPLES / 24
+        sent_ms = (cut - lead) * FRAME_MS
         low, reach = MIN_PART_FRAMES, 0
         high = max(low + 1, min(MAX_PART_FRAMES, int(sent_ms / DECODE_MS_PER_FRAME) - 2 * CONTEXT_FRAMES))
     if not cuts:
