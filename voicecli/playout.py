@@ -35,6 +35,10 @@ class Playout:
             self.end = at
         self.end += max(0.0, audio_s)
 
+    def stop(self) -> None:
+        """The listener stopped and dropped what it had buffered (a barge-in, an answer abandoned unheard)."""
+        self.end = None
+
     def ahead_s(self, now: float) -> float:
         """Audio buffered ahead of real time at `now`: 0 when nothing was received or the player ran dry."""
         return 0.0 if self.end is None else max(0.0, self.end - now)

@@ -33,7 +33,8 @@ Client -> server
 
 * ``{"type": "cancel", "request_id": ...}``: drop that request, whether queued or being synthesized
   (synthesis stops between chunks). Without ``request_id`` (or with null) every request of the session is
-  dropped.
+  dropped, and the server takes it that the listener stopped playing too (a barge-in, or an answer abandoned
+  unheard): the next request starts a turn.
 * ``{"type": "close"}``: the server finishes every request already received, then closes the WebSocket (code
   1000).
 

@@ -214,6 +214,8 @@ class WebSocketSession:
                 dropped.append(pending.request_id)
         self._pending = deque(p for p in self._pending if not p.token.cancelled)
         self._synth.scheduler.drop_cancelled(self.key)
+        if request_id is None:  # the listener stopped too: what was sent is not playing any more
+            self.playout.stop()
         await self._send(CancelAck(request_id, tuple(dropped)))
 
     # ---------------------------------------------------------------------------------------------------- worker

@@ -1,8 +1,11 @@
-"""The accounting checker that the load bench's verdict rests on: it must catch every kind of miscount."""
+"""The accounting checker that the load bench's verdict rests on (it must catch every kind of miscount), and the wait
+between a bench's turns."""
 
 from __future__ import annotations
 
-from voicecli.bench.measure import Trace, check_exact
+import time
+
+from voicecli.bench.measure import Trace, check_exact, wait_played
 from voicecli.protocol import Timings
 from voicecli.tts.consumer import RequestAudio
 
@@ -54,3 +57,14 @@ def test_load_scaling_is_the_largest_n_over_one_session() -> None:
             {"sessions": 4, "audio_rate_x": 7.2}]
     assert scaling(rows) == (4, 1.8)
     assert scaling(rows[1:]) is None and scaling(rows[:1]) is None
+
+
+async def test_wait_played_waits_for_the_answer_to_play_at_real_time() -> None:
+    """The next turn of a bench starts after the last answer would have played (not as soon as its bytes are in)."""
+    started = time.monotonic()
+    await wait_played(started - 0.1, 0.3)  # first audio 0.1 s ago, 0.3 s of audio: 0.2 s left to play
+    assert time.monotonic() - started >= 0.2
+    started = time.monotonic()
+    await wait_played(started - 5.0, 1.0)  # played out long ago: only the margin
+    await wait_played(None, 10.0)  # no audio came: nothing to wait for
+    assert time.monotonic() - started < 2.0

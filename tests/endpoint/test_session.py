@@ -152,6 +152,23 @@ async def test_a_turns_first_piece_comes_in_parts_and_a_queued_request_whole(ser
     assert abs(turn.complete.timings.audio_s - behind.complete.timings.audio_s) < 0.1
 
 
+async def test_after_a_cancel_of_everything_the_next_request_starts_a_turn(server: RunningServer) -> None:
+    """A request that comes while the listener is still playing the last answer continues it (its pieces whole);
+    a cancel of everything means the listener stopped (a barge-in, or a speculative answer dropped unheard), so the
+    next request starts a turn again: first in line, its first piece in parts."""
+    async with connect(server.ws_url) as ws:
+        await send_json(ws, {"text": LONG_FIRST, "format": "pcm16", "request_id": "heard"})
+        await read_answers(ws, 1)  # ~3.5 s of audio, "playing" at real time from its first byte
+        await send_json(ws, {"text": LONG_FIRST, "format": "pcm16", "request_id": "continued"})
+        [continued] = (await read_answers(ws, 1)).answers
+        await send_json(ws, {"type": "cancel"})
+        assert await next_control(ws) == CancelAck(None, ())
+        await send_json(ws, {"text": LONG_FIRST, "format": "pcm16", "request_id": "new-turn"})
+        [new_turn] = (await read_answers(ws, 1)).answers
+    assert continued.complete is not None and continued.complete.timings.chunks == 2
+    assert new_turn.complete is not None and new_turn.complete.timings.chunks >= 3
+
+
 async def test_cancel_between_the_parts_of_a_first_piece(server: RunningServer) -> None:
     """A cancel that comes after the first part's audio drops the parts not yet decoded: nothing of the request
     follows the acknowledgement, and the session goes on."""

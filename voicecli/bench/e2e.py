@@ -24,7 +24,7 @@ from typing import Any
 from voicecli.bench.charts import distribution_chart, rtt_chart
 from voicecli.bench.delay_proxy import DelayProxy, is_loopback
 from voicecli.bench.machine import finish_machine_info, machine_info
-from voicecli.bench.measure import MeasureError, speak
+from voicecli.bench.measure import MeasureError, speak, wait_played
 from voicecli.bench.progress import BenchProgress
 from voicecli.bench.report import (
     BenchResult,
@@ -160,10 +160,12 @@ async def run_e2e(config: Config, target: Target, llm: LLM, rtts: list[float], r
                         timeline = await pipeline.turn(prompt)
                         if failures:
                             raise MeasureError(f"{mode} turn {run + 1} failed: {failures[0]}")
+                        audio_s = sum(s.audio_s for s in timeline.sentences)
+                        await wait_played(timeline.marks.get("first_audio_byte"), audio_s)  # then the next turn
                         samples.append(Sample(mode, rtt, run, _metrics(timeline), {
                             "prompt": prompt,
                             "sentences": [s.text for s in timeline.sentences],
-                            "audio_s": round(sum(s.audio_s for s in timeline.sentences), 3),
+                            "audio_s": round(audio_s, 3),
                         }))
                         if bar is not None:
                             bar.step()
@@ -249,6 +251,8 @@ def build_result(name: str, samples: list[Sample], config: Config, runs: int, rt
     backend = config.llm.backend
     result.notes = [
         "All times from the pipeline's llm_request mark (a typed turn: no speech recognition in the loop).",
+        "Each turn starts once the previous answer would have played at real time from its first audio byte, as "
+        "the next question would: the endpoint takes a request while its listener still plays as a continuation.",
         "Before every timed turn the LLM answers an untimed warm-up with the same system prompt and another user "
         "text, so each timed turn finds the system prompt cached (as in a conversation) and pays for evaluating "
         "its question, in both modes: LLM TTFT is what a real turn pays, not a prompt-cache hit.",

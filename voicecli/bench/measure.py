@@ -8,12 +8,28 @@ so a timing is only recorded for a run whose audio all arrived, once, in order. 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 
 from voicecli.playout import Playout
 from voicecli.tts.base import AudioFailed, SpeechRequest, TTSTransport
 from voicecli.tts.consumer import AudioConsumer, RequestAudio, Stalled
+
+PLAYED_MARGIN_S = 0.05
+"""Beyond an answer's real-time end: the endpoint's clock for it starts a little before the client's."""
+
+
+async def wait_played(first_audio_at: float | None, audio_s: float) -> None:
+    """Wait until an answer whose first audio came at `first_audio_at` (monotonic) would have played at real time.
+
+    Why: the endpoint takes a request that comes while its listener is still playing the last answer as part of
+    that answer, and one that comes after as a new turn, served first and its first piece in parts
+    (voicecli_endpoint.session). A bench that asks its next question as soon as the bytes are in, faster than
+    anyone listens, would measure continuations, not turns.
+    """
+    if first_audio_at is not None:
+        await asyncio.sleep(max(0.0, first_audio_at + audio_s - time.monotonic()) + PLAYED_MARGIN_S)
 
 
 class MeasureError(RuntimeError):

@@ -23,7 +23,7 @@ from typing import Any
 from voicecli.bench.charts import distribution_chart, rtt_chart
 from voicecli.bench.floor import Floor
 from voicecli.bench.machine import finish_machine_info, machine_info
-from voicecli.bench.measure import MeasureError, Trace, check_exact, speak
+from voicecli.bench.measure import MeasureError, Trace, check_exact, speak, wait_played
 from voicecli.bench.progress import BenchProgress
 from voicecli.bench.report import (
     BenchResult,
@@ -98,9 +98,12 @@ def _sample(variant: str, rtt: float, run: int, trace: Trace) -> Sample:
 
 
 async def _speak_variant(transport: TTSTransport, plan: TtsPlan, variant: str, rtt: float, run: int) -> Sample:
+    """One variant, as one turn: the next starts once its audio would have played (measure.wait_played)."""
     requests = [SpeechRequest(f"{variant}-{rtt:g}-{run}-{i}", text, plan.voice, plan.speed, "mp3")
                 for i, text in enumerate(plan.texts(variant))]
-    return _sample(variant, rtt, run, await speak(transport, requests))
+    trace = await speak(transport, requests)
+    await wait_played(None if trace.ttfa_ms is None else trace.started + trace.ttfa_ms / 1000, trace.audio_s)
+    return _sample(variant, rtt, run, trace)
 
 
 async def run_tts(target: Target, rtts: list[float], runs: int, plan: TtsPlan, floor: Floor | None,
@@ -229,12 +232,15 @@ def build_result(name: str, samples: list[Sample], plan: TtsPlan, runs: int, rtt
     result.notes = [
         "TTFA: from just before the request is sent to the first audio byte the client transport hands over.",
         "batch: one POST /invocations with the whole paragraph (not streamed): audio comes when all is synthesized.",
-        "floor: G2P + first piece inference + MP3 encoding of the first sentence in the bench process "
+        "floor: G2P + inference of the first piece's first part (a turn's first piece is decoded in parts) + MP3 "
+        "encoding, for the first sentence, in the bench process "
         f"({'engine ' + floor.engine_name + f', {floor.threads} thread(s)' if floor else 'not measured'}); "
         "transport overhead = bidi-first-sentence minus floor.",
         "The endpoint already cuts the first sentence at its first clause before synthesis (chunking.py), so "
         "bidi-first-sentence and bidi-fast-fragment wait for the same first piece; the client-side fragment pays "
         "off end to end, where the LLM need not finish the sentence first.",
+        "Each WebSocket variant is a turn: the bench waits until its audio would have played at real time before "
+        "the next, so each starts a turn at the endpoint (served first, its first piece in parts).",
         "Injected RTT: a delay proxy adds RTT/2 to every chunk each way (voicecli/bench/delay_proxy.py); both "
         "transports keep one connection open, so handshakes are not part of any timing.",
         "client TTFA - server first audio: the client's TTFA minus the endpoint's own receipt-to-first-audio time "
