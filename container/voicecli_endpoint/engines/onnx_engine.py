@@ -116,9 +116,10 @@ class OnnxEngine(Engine):
         return "cpu"
 
     def warm_up(self, phonemes: str, voice: str) -> None:
-        """Every session, whole and in parts: a session's first runs allocate its memory arena up to the longest
+        """Every session, on the whole piece: a session's first runs allocate its memory arena up to the longest
         input seen (seen in the turns bench: a session's first answer, 10 words, took 1.27 s to synthesize; a
-        similar one later 0.68 s)."""
+        similar one later 0.68 s). Parts are shorter than the whole, so they fit in that arena: warming them too
+        doubled the warm-up (3.8 -> 7.8 s) and made the first parted piece no faster."""
         inputs = self._inputs(phonemes, voice, 1.0)
         for graphs in (self._graphs, self._solo):
             if graphs is None:
@@ -127,9 +128,7 @@ class OnnxEngine(Engine):
                 graphs.encoder.run(None, inputs)
                 continue
             frames = graphs.encoder.run(None, inputs)
-            for start, stop in [(0, frames[0].shape[2])] + [
-                    (part.decode_start, part.decode_stop) for part in self._plan(frames)]:
-                self._decode(graphs, frames, inputs, start, stop)
+            self._decode(graphs, frames, inputs, 0, frames[0].shape[2])
 
     def synthesize_phonemes(self, phonemes: str, voice: str, speed: float) -> Audio:
         inputs = self._inputs(phonemes, voice, speed)
