@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from voicecli.bench.measure import Trace, check_exact, wait_played
+from voicecli.playout import Playout
 from voicecli.protocol import Timings
 from voicecli.tts.consumer import RequestAudio
 
@@ -59,12 +60,18 @@ def test_load_scaling_is_the_largest_n_over_one_session() -> None:
     assert scaling(rows[1:]) is None and scaling(rows[:1]) is None
 
 
+def listener(first_audio_at: float, audio_s: float) -> Playout:
+    played = Playout()
+    played.add(first_audio_at, audio_s)
+    return played
+
+
 async def test_wait_played_waits_for_the_answer_to_play_at_real_time() -> None:
     """The next turn of a bench starts after the last answer would have played (not as soon as its bytes are in)."""
     started = time.monotonic()
-    await wait_played(started - 0.1, 0.3)  # first audio 0.1 s ago, 0.3 s of audio: 0.2 s left to play
+    await wait_played(listener(started - 0.1, 0.3))  # first audio 0.1 s ago, 0.3 s of audio: 0.2 s left to play
     assert time.monotonic() - started >= 0.2
     started = time.monotonic()
-    await wait_played(started - 5.0, 1.0)  # played out long ago: only the margin
-    await wait_played(None, 10.0)  # no audio came: nothing to wait for
+    await wait_played(listener(started - 5.0, 1.0))  # played out long ago: only the margin
+    await wait_played(Playout())  # no audio came: nothing to wait for
     assert time.monotonic() - started < 2.0

@@ -43,6 +43,7 @@ from voicecli.errors import UserError
 from voicecli.llm import LLM, ChatMessage, LLMError
 from voicecli.llm.history import Conversation
 from voicecli.pipeline import PipelineEvent, TurnFailed, VoicePipeline
+from voicecli.playout import Playout
 from voicecli.session import llm_from_config, llm_label, pipeline_settings
 from voicecli.sinks import CollectingSink
 from voicecli.tts.base import SpeechRequest, TransportError, TTSTransport
@@ -160,12 +161,15 @@ async def run_e2e(config: Config, target: Target, llm: LLM, rtts: list[float], r
                         timeline = await pipeline.turn(prompt)
                         if failures:
                             raise MeasureError(f"{mode} turn {run + 1} failed: {failures[0]}")
-                        audio_s = sum(s.audio_s for s in timeline.sentences)
-                        await wait_played(timeline.marks.get("first_audio_byte"), audio_s)  # then the next turn
+                        listener = Playout()  # then the next turn, once this answer has played
+                        for sentence in timeline.sentences:
+                            if sentence.first_byte is not None:
+                                listener.add(sentence.first_byte, sentence.audio_s)
+                        await wait_played(listener)
                         samples.append(Sample(mode, rtt, run, _metrics(timeline), {
                             "prompt": prompt,
                             "sentences": [s.text for s in timeline.sentences],
-                            "audio_s": round(audio_s, 3),
+                            "audio_s": round(sum(s.audio_s for s in timeline.sentences), 3),
                         }))
                         if bar is not None:
                             bar.step()
@@ -251,7 +255,7 @@ def build_result(name: str, samples: list[Sample], config: Config, runs: int, rt
     backend = config.llm.backend
     result.notes = [
         "All times from the pipeline's llm_request mark (a typed turn: no speech recognition in the loop).",
-        "Each turn starts once the previous answer would have played at real time from its first audio byte, as "
+        "Each turn starts once the previous answer would have played at real time as its audio arrived, as "
         "the next question would: the endpoint takes a request while its listener still plays as a continuation.",
         "Before every timed turn the LLM answers an untimed warm-up with the same system prompt and another user "
         "text, so each timed turn finds the system prompt cached (as in a conversation) and pays for evaluating "

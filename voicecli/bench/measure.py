@@ -20,16 +20,16 @@ PLAYED_MARGIN_S = 0.05
 """Beyond an answer's real-time end: the endpoint's clock for it starts a little before the client's."""
 
 
-async def wait_played(first_audio_at: float | None, audio_s: float) -> None:
-    """Wait until an answer whose first audio came at `first_audio_at` (monotonic) would have played at real time.
+async def wait_played(listener: Playout) -> None:
+    """Wait until `listener` (an answer's audio as it arrived, on the monotonic clock) has played it at real time.
 
     Why: the endpoint takes a request that comes while its listener is still playing the last answer as part of
     that answer, and one that comes after as a new turn, served first and its first piece in parts
     (voicecli_endpoint.session). A bench that asks its next question as soon as the bytes are in, faster than
     anyone listens, would measure continuations, not turns.
     """
-    if first_audio_at is not None:
-        await asyncio.sleep(max(0.0, first_audio_at + audio_s - time.monotonic()) + PLAYED_MARGIN_S)
+    if listener.end is not None:
+        await asyncio.sleep(max(0.0, listener.end - time.monotonic()) + PLAYED_MARGIN_S)
 
 
 class MeasureError(RuntimeError):

@@ -102,7 +102,7 @@ async def _speak_variant(transport: TTSTransport, plan: TtsPlan, variant: str, r
     requests = [SpeechRequest(f"{variant}-{rtt:g}-{run}-{i}", text, plan.voice, plan.speed, "mp3")
                 for i, text in enumerate(plan.texts(variant))]
     trace = await speak(transport, requests)
-    await wait_played(None if trace.ttfa_ms is None else trace.started + trace.ttfa_ms / 1000, trace.audio_s)
+    await wait_played(trace.playout())
     return _sample(variant, rtt, run, trace)
 
 
