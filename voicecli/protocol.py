@@ -91,6 +91,9 @@ Every limit is a server flag (``python -m voicecli_endpoint --help``); the defau
   the ASGI denial-response extension closes the WebSocket with code 1008 and that reason instead). ``GET
   /ping`` stays open for health checks. The token is never logged.
 * ``max_text_chars`` (``--max-text-chars``, 2000): longest text of one request (``text_too_long``).
+* ``max_text_work`` (1000): the most G2P work one text may take, counted by the server in misaki subtokens (about
+  one per word or punctuation mark; one per digit of a number over 15 digits, which is spelled digit by digit; one
+  per symbol or emoji). 2,000 characters of ordinary English are ~450; more is refused as ``text_too_long``.
 * ``max_frame_bytes`` (64 KiB): largest client message (``frame_too_large``); frames over 16x that (at least
   1 MiB) are refused by the WebSocket layer itself (close code 1009).
 * ``max_queued_requests`` (``--max-queued-requests``, 64): synthesis requests of one session waiting behind the
@@ -180,6 +183,10 @@ class Limits:
     """What the server accepts. Shared so a client can check before sending."""
 
     max_text_chars: int = 2000
+    max_text_work: int = 1000
+    """The most G2P work one text may take, in misaki subtokens after the endpoint prepares it (voicecli_endpoint.g2p):
+    about one a word or punctuation mark, one a digit of a number too long to read as words, one a symbol or emoji.
+    2,000 characters of ordinary English are ~450; the characters alone do not bound the cost (text_too_long)."""
     max_frame_bytes: int = 64 * 1024
     min_speed: float = 0.5
     max_speed: float = 2.0
@@ -505,6 +512,15 @@ def shown(value: Any) -> str:
     Why: error frames and logs quote what the client sent, and a client can send 64 KiB of it.
     """
     return _SHOWN.repr(value)
+
+
+def shown_error(exc: BaseException, limit: int = 160) -> str:
+    """An exception as quoted to a client: its type and message, cut to `limit` characters.
+
+    Why: a failure's message may quote the input that caused it (num2words quoted a 2,000-digit number whole).
+    """
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)

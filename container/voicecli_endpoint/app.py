@@ -56,6 +56,7 @@ from voicecli.protocol import (
     ProtocolError,
     encode_message,
     shown,
+    shown_error,
 )
 from voicecli_endpoint.access import (
     bearer_matches,
@@ -325,6 +326,8 @@ async def _stream_body(state: EndpointState, synth: Synthesizer, key: str, inv: 
         finished = True
     except JobDropped:  # our disconnect watcher cancelled the token (else Starlette cancels this generator)
         pass
+    except Exception:  # the status line is sent: the body ends short (the client sees a cut stream), logged once
+        log.exception("POST %s: synthesis failed after the answer had started; its body ends here", key)
     finally:
         token.cancel()
         state.scheduler.drop_session(key)
@@ -417,7 +420,7 @@ async def _invocation(request: Request, state: EndpointState, synth: Synthesizer
         return Response(status_code=499)  # nobody reads it: the connection is gone
     except Exception as exc:
         log.exception("POST %s: synthesis failed", request.url.path)
-        return _error_response(ErrorCode.SYNTHESIS_FAILED, f"synthesis failed: {exc}", 500)
+        return _error_response(ErrorCode.SYNTHESIS_FAILED, f"synthesis failed: {shown_error(exc)}", 500)
     finally:
         token.cancel()
         state.scheduler.drop_session(key)

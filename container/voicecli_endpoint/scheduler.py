@@ -29,11 +29,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Generator, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from voicecli.playout import Playout
@@ -58,6 +60,63 @@ class CancelToken:
 
     def cancel(self) -> None:
         self.cancelled = True
+
+
+class Stepper[T]:
+    """A generator advanced one `step` per scheduler job, and closed safely from any thread at any time.
+
+    Why: a piece decoded in parts is a generator whose steps run on worker threads while its consumer lives on the
+    event loop. When the consumer goes away (a barge-in, a closed connection) it must close the generator, but a
+    worker may be executing it at that very moment: `generator.close()` then raises "generator already executing",
+    and a step run after a close raises StopIteration, which no asyncio future can carry. Here the generator is only
+    ever run by one thread at a time by construction: `close` during a step marks it closed and the step closes it
+    as it finishes; a step after `close` raises JobDropped without touching it.
+    """
+
+    def __init__(self, generator: Generator[T]) -> None:
+        self._generator = generator
+        self._lock = threading.Lock()
+        """Guards the two flags and every `close()` of the generator (a step runs it outside the lock)."""
+        self._stepping = False
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def step(self) -> T:
+        """The generator's next value. Raises JobDropped once closed, RuntimeError if it ends without one."""
+        with self._lock:
+            if self._closed:
+                raise JobDropped
+            if self._stepping:
+                raise RuntimeError("a Stepper is stepped by one job at a time")
+            self._stepping = True
+        try:
+            return next(self._generator)
+        except StopIteration:
+            raise RuntimeError("the generator ended before its last step") from None
+        finally:
+            with self._lock:
+                self._stepping = False
+                if self._closed:  # closed while this step ran: the close is ours to do
+                    self._generator.close()
+
+    def close(self) -> None:
+        """Close the generator now, or as soon as the step running it returns (idempotent, any thread)."""
+        with self._lock:
+            self._closed = True
+            if not self._stepping:
+                self._generator.close()
+
+
+def _call[T](fn: Callable[[], T]) -> T:
+    """Run a job's function on a worker thread. A StopIteration becomes a RuntimeError: asyncio cannot set
+    StopIteration on a future, and the one it would have been set on would then never resolve."""
+    try:
+        return fn()
+    except StopIteration as exc:
+        raise RuntimeError(f"a scheduler job raised StopIteration: {exc!r}") from None
 
 
 @dataclass(frozen=True)
@@ -299,11 +358,11 @@ class FairScheduler:
         self._running_keys.update(job.key for job in batch)
         try:
             if len(batch) == 1:
-                values: Sequence[Any] = [await loop.run_in_executor(self._executor, batch[0].fn)]
+                values: Sequence[Any] = [await loop.run_in_executor(self._executor, _call, batch[0].fn)]
             else:
                 assert self.batching is not None
-                items = [job.item for job in batch]
-                values = await loop.run_in_executor(self._executor, self.batching.run, items)
+                run = partial(self.batching.run, [job.item for job in batch])
+                values = await loop.run_in_executor(self._executor, _call, run)
                 if len(values) != len(batch):
                     raise RuntimeError(f"a batch of {len(batch)} returned {len(values)} results")
         except Exception as exc:  # handed to the awaiters, who report it

@@ -50,6 +50,7 @@ from voicecli.protocol import (
     SynthesisStart,
     Timings,
     encode_message,
+    shown_error,
 )
 from voicecli_endpoint.audio_encoding import stream_encoder
 from voicecli_endpoint.scheduler import CancelToken, JobDropped
@@ -335,8 +336,8 @@ class WebSocketSession:
             raise
         except Exception as exc:
             log.exception("session %s: synthesis of %r failed", self.key, pending.request_id)
-            await self._send(Error(ErrorCode.SYNTHESIS_FAILED, f"synthesis failed: {exc}", pending.request_id),
-                             pending)
+            failed = Error(ErrorCode.SYNTHESIS_FAILED, f"synthesis failed: {shown_error(exc)}", pending.request_id)
+            await self._send(failed, pending)
             return
         timings = Timings(
             queue_wait_ms=(session_wait + engine_wait) * 1000,

@@ -21,7 +21,7 @@ from voicecli.protocol import SAMPLE_RATE
 from voicecli_endpoint.chunking import ChunkPolicy, chunk_phonemes
 from voicecli_endpoint.engines.base import Audio, Engine
 from voicecli_endpoint.g2p import Phonemizer
-from voicecli_endpoint.scheduler import CancelToken, FairScheduler, Timed
+from voicecli_endpoint.scheduler import CancelToken, FairScheduler, JobDropped, Stepper, Timed
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +117,14 @@ class Synthesizer:
     def voices(self) -> tuple[str, ...]:
         return self.engine.voices
 
-    def pieces_of(self, text: str) -> list[str]:
-        """G2P and chunking, on the calling thread."""
-        return chunk_phonemes(self.phonemizer(text), self.policy)
+    def pieces_of(self, text: str, token: CancelToken | None = None) -> list[str]:
+        """G2P and chunking, on the calling thread. Raises JobDropped between two G2P segments once `token` is
+        cancelled (a long text's G2P is abandoned within one segment's time, see voicecli_endpoint.g2p)."""
+        def unless_cancelled() -> None:
+            if token is not None and token.cancelled:
+                raise JobDropped
+
+        return chunk_phonemes(self.phonemizer(text, unless_cancelled), self.policy)
 
     def synthesize_now(self, text: str, voice: str, speed: float) -> list[Audio]:
         """Every piece of `text`, synchronously on the calling thread (warm-up and in-process measurement)."""
@@ -144,7 +149,7 @@ class Synthesizer:
         `first`: this text starts a turn (every POST does; a WebSocket session says when), so its G2P and first
         piece go ahead of other work. `playout`: the session's listener, which ranks its later pieces.
         """
-        prepared = await self.scheduler.submit(key, lambda: self.pieces_of(text), token, first=first,
+        prepared = await self.scheduler.submit(key, lambda: self.pieces_of(text, token), token, first=first,
                                                playout=playout)
         extra_wait, extra_run = prepared.queue_wait_s, prepared.run_s
         last = len(prepared.value) - 1
@@ -177,15 +182,14 @@ class Synthesizer:
             done = await self.scheduler.submit(key, synthesize, token, first=in_parts, item=(phonemes, voice, speed))
             yield done, True
             return
-        parts = self.engine.synthesize_parts(phonemes, voice, speed)
-        step = partial(next, parts)
+        parts = Stepper(self.engine.synthesize_parts(phonemes, voice, speed))
         try:
-            done = await self.scheduler.submit(key, step, token, first=True)
+            part = await self.scheduler.submit(key, parts.step, token, first=True)
             while True:
-                audio, last = done.value
-                yield Timed(audio, done.queue_wait_s, done.run_s), last
+                audio, last = part.value
+                yield Timed(audio, part.queue_wait_s, part.run_s), last
                 if last:
                     return
-                done = await self.scheduler.submit(key, step, token)
+                part = await self.scheduler.submit(key, parts.step, token)
         finally:
-            parts.close()  # a cancelled piece: its generator is not running (its job ended or never ran)
+            parts.close()  # from the event loop, while a worker may be running a step: Stepper makes that safe

@@ -32,6 +32,7 @@ from voicecli.protocol import (
     is_loopback_host,
     shown,
 )
+from voicecli_endpoint.g2p import work_units
 
 
 def _request_id(obj: Mapping[str, Any], limits: Limits = DEFAULTS.limits) -> RequestId | None:
@@ -82,6 +83,14 @@ def _text(obj: Mapping[str, Any], request_id: RequestId | None, limits: Limits, 
             ErrorCode.INVALID_UTF8,
             f"{name} holds a lone surrogate (U+{ord(text[surrogate]):04X}) at character {surrogate}: that is not "
             "Unicode text and has no UTF-8 encoding; send the text as UTF-8",
+            request_id,
+        )
+    work = work_units(text)
+    if work > limits.max_text_work:
+        raise ProtocolError(
+            ErrorCode.TEXT_TOO_LONG,
+            f"{name} is too much to speak in one request: {work} words, marks, symbols and digits of long numbers; "
+            f"the limit is {limits.max_text_work}: send it in shorter pieces",
             request_id,
         )
     return text

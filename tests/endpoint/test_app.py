@@ -193,3 +193,18 @@ def test_a_post_whose_client_goes_away_stops_being_synthesized(server: RunningSe
     assert ran < 12, f"{ran} of 24 pieces were synthesized for a client that had gone"
     stats = _stats(server)
     assert stats["http_abandoned"] > before["http_abandoned"] and stats["active_requests"] == 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_number_too_long_to_read_is_spelled_digit_by_digit(server: RunningServer, stream: bool) -> None:
+    """Issue 23: 307+ digits overflowed num2words inside G2P: a 500 quoting the whole number, or (streamed) a 200
+    whose body was cut, with an ASGI traceback. Now spelled digit by digit (g2p.MAX_NUMBER_DIGITS)."""
+    response = _post(server, {"text": "9" * 307, "stream": stream, "format": "pcm16", "speed": 2.0})
+    assert response.status_code == 200, response.text[:300]
+    assert len(response.content) / 2 / SAMPLE_RATE > 30  # 307 "nine"s, even at twice the speed
+
+
+def test_a_number_too_long_to_speak_is_refused_briefly(server: RunningServer) -> None:
+    response = _post(server, {"text": "9" * 1999, "stream": True})
+    assert response.status_code == 400 and response.json()["code"] == "text_too_long"
+    assert len(response.text) < 300  # no echo of the number

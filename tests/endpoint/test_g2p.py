@@ -5,10 +5,15 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
+import time
+import unicodedata
 from pathlib import Path
 
 import pytest
-from voicecli_endpoint.g2p import UNKNOWN, Phonemizer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from misaki.en import subtokenize
+from voicecli_endpoint.g2p import MAX_GROUP_SUBTOKENS, SEGMENT_SUBTOKENS, UNKNOWN, Phonemizer, prepare
 
 # A fixed text set and the phonemes it gave before the phonemizer/phonemizer-fork clash was resolved (recorded with
 # both installed, phonemizer-fork 3.3.2's files on top). Made-up words and "Kokoro" are not in misaki's lexicon, so
@@ -98,3 +103,56 @@ def test_unknown_words_fall_back_to_espeak(phonemizer: Phonemizer) -> None:
 @pytest.mark.slow
 def test_whitespace_is_normalised(phonemizer: Phonemizer) -> None:
     assert phonemizer("Hi.\n\n  Bye.") == "hˈI. bˈI."
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.sampled_from("aZ1-_/.'😀\u0301 é,"), max_size=300))
+def test_prepared_groups_are_short_and_keep_every_sound(text: str) -> None:
+    """Whatever the text, misaki sees word groups of at most MAX_GROUP_SUBTOKENS subtokens (its cost is cubic in
+    them) and segments of about SEGMENT_SUBTOKENS; the characters it gets are the text's, less extra combining
+    marks, spaces and the commas of long numbers."""
+    segments = prepare(text)
+    for segment in segments:
+        assert sum(len(subtokenize(group)) for group in segment) <= SEGMENT_SUBTOKENS or len(segment) == 1
+        assert all(len(subtokenize(group)) <= MAX_GROUP_SUBTOKENS for group in segment)
+    letters = "".join(char for char in unicodedata.normalize("NFC", text) if char.isalpha())
+    kept = "".join(char for segment in segments for group in segment for char in group if char.isalpha())
+    assert kept.replace("point", "") == letters.replace("point", "")  # a long number's "." is read "point"
+
+
+def test_ordinary_text_is_prepared_unchanged() -> None:
+    for text in [*FIXED_TEXTS, "A state-of-the-art, mother-in-law's car costs 1,250,000 dollars."]:
+        assert " ".join(group for segment in prepare(text) for group in segment) == text
+
+
+def test_long_numbers_are_spelled_digit_by_digit_and_combining_marks_capped() -> None:
+    assert prepare("9" * 16) == [list("9" * 16)]
+    assert prepare("123,456") == [["123,456"]]
+    assert prepare("e" + "\u0301" * 2000) == [["é\u0301\u0301"]]  # NFC makes é; two of the other marks are kept
+
+
+@pytest.mark.slow
+def test_g2p_of_hostile_texts_is_about_linear(phonemizer: Phonemizer) -> None:
+    """The probes of issue 23 (each took seconds: `-`-joined 160 a's 10.7 s alone) now cost about what ordinary
+    text of their length does; 5 s is ~100x today's cost, so only a return of the cubic case can fail this."""
+    for text in ["-".join(["a"] * 160), "_".join(["a"] * 160), "/".join(["a"] * 160), "a1" * 160, "😀" * 900,
+                 "a" + "\u0301" * 1999]:
+        started = time.perf_counter()
+        phonemizer(text)
+        assert time.perf_counter() - started < 5.0, text[:20]
+
+
+@pytest.mark.slow
+def test_a_g2p_call_is_abandoned_between_segments(phonemizer: Phonemizer) -> None:
+    calls = 0
+
+    def stop_after_one() -> None:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            raise TimeoutError("abandoned")
+
+    with pytest.raises(TimeoutError):
+        phonemizer("Hello there. " * 100, stop_after_one)
+    assert calls == 2
+    assert phonemizer("Hello there.") == FIXED_TEXTS["Hello there."]  # the lock was released

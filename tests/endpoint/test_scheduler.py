@@ -4,12 +4,14 @@ and dropped sessions."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from voicecli_endpoint.scheduler import Batching, CancelToken, FairScheduler, JobDropped
+from voicecli_endpoint.scheduler import Batching, CancelToken, FairScheduler, JobDropped, Stepper
 
 from voicecli.playout import Playout
 
@@ -378,3 +380,93 @@ async def test_a_cancelled_piece_stays_out_of_the_batch_and_a_failure_reaches_ev
 def test_batching_needs_room_for_two() -> None:
     with pytest.raises(ValueError):
         Batching(Batcher(), 1, 0.01)
+
+
+class Steps:
+    """A generator whose second step blocks on the worker thread until released, recording what happened to it."""
+
+    def __init__(self) -> None:
+        self.in_step = threading.Event()
+        self.release = threading.Event()
+        self.closed = threading.Event()
+
+    def __iter__(self) -> Any:
+        try:
+            yield "first"
+            self.in_step.set()
+            self.release.wait(10)
+            yield "second"
+            yield "third"
+        finally:
+            self.closed.set()
+
+
+async def test_a_stepper_closed_while_a_worker_runs_its_step_closes_after_the_step() -> None:
+    """The wedge of issue 23: a client left while a worker was running the next part of its first piece, and the
+    event loop closed the generator under the worker ("generator already executing"); a step after that raised
+    StopIteration into an asyncio future, which then never resolved. Forced here: close() lands mid-step."""
+    scheduler = FairScheduler(workers=1)
+    steps = Steps()
+    stepper = Stepper(iter(steps))  # type: ignore[arg-type]
+    assert (await scheduler.submit("s", stepper.step)).value == "first"
+    second = asyncio.create_task(scheduler.submit("s", stepper.step))
+    await asyncio.to_thread(steps.in_step.wait, 10)
+    stepper.close()  # from the event loop, while the worker is inside the generator: must not raise
+    assert not steps.closed.is_set()
+    steps.release.set()
+    assert (await asyncio.wait_for(second, 10)).value == "second"  # the step finishes and hands its value over
+    assert steps.closed.is_set()  # then the step closed the generator
+    with pytest.raises(JobDropped):  # a later step touches nothing
+        await asyncio.wait_for(scheduler.submit("s", stepper.step), 10)
+    assert (await asyncio.wait_for(scheduler.submit("other", lambda: "served"), 10)).value == "served"
+    await scheduler.close()
+
+
+async def test_a_stepper_closed_before_its_step_runs_drops_the_step() -> None:
+    scheduler = FairScheduler(workers=1)
+    steps = Steps()
+    stepper = Stepper(iter(steps))  # type: ignore[arg-type]
+    assert (await scheduler.submit("s", stepper.step)).value == "first"
+    gate, gate_task = await _blocked(scheduler)
+    queued = asyncio.create_task(scheduler.submit("s", stepper.step))
+    await asyncio.sleep(0)
+    stepper.close()
+    stepper.close()  # idempotent
+    assert steps.closed.is_set()
+    gate.release.set()
+    await gate_task
+    with pytest.raises(JobDropped):
+        await asyncio.wait_for(queued, 10)
+    await scheduler.close()
+
+
+@pytest.mark.parametrize("interleaving", range(40))
+async def test_closing_at_any_moment_never_wedges_a_worker(interleaving: int) -> None:
+    """Close from the event loop at 40 different moments around a running step (a thread sleeps `interleaving`
+    hundred microseconds before closing): whatever the order, the worker stays free and nothing is logged."""
+    scheduler = FairScheduler(workers=1)
+
+    def parts() -> Any:
+        for n in range(3):
+            time.sleep(0.002)
+            yield n
+
+    stepper = Stepper(parts())
+    step = asyncio.create_task(scheduler.submit("s", stepper.step))
+    await asyncio.sleep(interleaving / 10_000)
+    stepper.close()
+    with contextlib.suppress(JobDropped):
+        await asyncio.wait_for(step, 10)
+    assert (await asyncio.wait_for(scheduler.submit("other", lambda: "served"), 10)).value == "served"
+    assert scheduler.running == 0
+    await scheduler.close()
+
+
+async def test_a_job_raising_stop_iteration_fails_its_awaiter_and_frees_the_worker(
+        scheduler: FairScheduler) -> None:
+    def ended() -> str:
+        raise StopIteration
+
+    with pytest.raises(RuntimeError, match="StopIteration"):
+        await asyncio.wait_for(scheduler.submit("s", ended), 10)
+    assert (await asyncio.wait_for(scheduler.submit("s", lambda: "next"), 10)).value == "next"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import time
 
+import httpx
 import numpy as np
 import pytest
 from hypothesis import given
@@ -20,7 +23,8 @@ from voicecli_endpoint.synthesis import (
 from websockets.asyncio.client import connect
 
 from tests.conftest import RunningServer
-from tests.endpoint.helpers import read_answers, send_json
+from tests.endpoint.helpers import read_answers, recv_frame, send_json
+from voicecli.protocol import Mp3Audio
 
 RATE = 24_000
 
@@ -90,3 +94,43 @@ async def test_the_endpoint_ends_a_mid_phrase_piece_sooner(server: RunningServer
         tails.append(trailing_silence_s(np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0))
     assert tails[0] == pytest.approx(MID_PHRASE_TAIL_KEEP_S, abs=0.01)
     assert tails[1] == pytest.approx(TAIL_KEEP_S, abs=0.01)
+
+
+async def test_clients_that_leave_during_a_first_piece_never_wedge_a_worker(server: RunningServer) -> None:
+    """Issue 23's probe: close the WebSocket right after the first audio frame of a turn's first piece (decoded in
+    parts, so a worker is often running the next part). Before Stepper, ~2 closes in 10 left a worker stuck for good
+    (`/stats` running 1 at 0% CPU) and logged "generator already executing" tracebacks."""
+    log_start = server.log_path.stat().st_size
+    for _ in range(10):
+        async with connect(server.ws_url) as ws:
+            await send_json(ws, {"text": "Hello there, this is a latency check.", "request_id": 1})
+            while not isinstance(await recv_frame(ws), Mp3Audio):
+                pass
+    deadline = time.monotonic() + 20
+    while httpx.get(f"{server.http_url}/stats", timeout=10).json()["scheduler"]["running"] and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert httpx.get(f"{server.http_url}/stats", timeout=10).json()["scheduler"]["running"] == 0
+    async with connect(server.ws_url) as ws:  # both workers still serve
+        for rid in range(2):
+            await send_json(ws, {"text": "Still here.", "request_id": rid})
+        received = await read_answers(ws, 2)
+    assert all(answer.complete is not None for answer in received.answers)
+    with server.log_path.open("rb") as log:
+        log.seek(log_start)
+        logged = log.read().decode(errors="replace")
+    assert "Traceback" not in logged and "already executing" not in logged, logged[-3000:]
+
+
+async def test_a_hostile_word_group_neither_stalls_others_nor_outlives_its_sender(server: RunningServer) -> None:
+    """Issue 23's probe: `-`-joined a's (misaki's cost was cubic in the group: n=120 held every other session's
+    first audio ~4-5 s, n=160 took 10.7 s alone) sent, then the sender leaves after 0.3 s; another session's
+    answer must not wait for it. 5 s is ~20x today's first audio on a busy CI machine, a quarter of the old case."""
+    async with connect(server.ws_url) as hostile:
+        await send_json(hostile, {"text": "-".join(["a"] * 160), "request_id": 1})
+        await asyncio.sleep(0.3)
+    started = time.monotonic()
+    async with connect(server.ws_url) as ws:
+        await send_json(ws, {"text": "Hello.", "request_id": 2})
+        while not isinstance(await recv_frame(ws, timeout=30), Mp3Audio):
+            pass
+    assert time.monotonic() - started < 5.0

@@ -297,3 +297,19 @@ def test_bad_openai_speech_bodies_get_the_usual_codes(body: bytes, code: ErrorCo
     with pytest.raises(ProtocolError) as caught:
         parse_openai_speech(body, voices=VOICES)
     assert caught.value.code == code and words in caught.value.message
+
+
+@pytest.mark.parametrize("text", ["😀" * 2000, "9" * 1999, " ".join(["a-a-a-a"] * 250)[:2000]])
+def test_a_text_that_costs_too_much_g2p_is_refused_before_any_audio(text: str) -> None:
+    """Issue 23: 2,000 characters of emoji, digits or joined word groups cost up to ~10x ordinary text in G2P (and
+    before the groups were cut, seconds): the work bound refuses them as text_too_long, naming the bound."""
+    with pytest.raises(ProtocolError) as caught:
+        parse({"text": text, "request_id": 1})
+    assert caught.value.code is ErrorCode.TEXT_TOO_LONG and caught.value.request_id == 1
+    assert f"limit is {DEFAULTS.limits.max_text_work}" in str(caught.value) and len(str(caught.value)) < 200
+
+
+def test_ordinary_text_of_the_longest_length_is_well_within_the_work_bound() -> None:
+    text = ("The quick brown fox jumps over the lazy dog, and then it runs far away, doesn't it? " * 30)[:2000]
+    assert isinstance(parse({"text": text}), SynthesisRequest)
+    assert isinstance(parse({"text": "9" * 307}), SynthesisRequest)  # spelled digit by digit (g2p.MAX_NUMBER_DIGITS)
