@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from voicecli.config import Config
-from voicecli.tui.app import VoiceChatApp
+from voicecli.tui.chat_app import VoiceChatApp
 from voicecli.tui.widgets import StatusBar
 
 OUT = Path(__file__).resolve().parents[1] / "docs"

@@ -1,7 +1,7 @@
-"""Test equipment: the private PulseAudio daemon lives in the product (voicecli.virtual_audio, which `voicecli bench
-turns` uses); this module re-exports it so the tests keep one short import and there is one copy."""
+"""Test equipment: the private PulseAudio daemon lives in the product (voicecli.bench.virtual_audio, which `voicecli
+bench turns` uses); this module re-exports it so the tests keep one short import and there is one copy."""
 
-from voicecli.virtual_audio import (
+from voicecli.bench.virtual_audio import (
     MIC_SINK,
     MIC_SOURCE,
     SINK_RATE,

@@ -1,4 +1,4 @@
-"""Test equipment: hypothesis strategies over the WHOLE client request schema of voicecli.protocol.
+"""Test equipment: hypothesis strategies over the WHOLE client request schema of voicecli.wire.protocol.
 
 Every field gets valid values and arbitrary JSON values: huge integers (past Python's 4300-digit conversion
 limit, and past float range), floats (NaN, infinities), lone surrogates, control and zero-width characters,
@@ -17,7 +17,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from voicecli.protocol import AUDIO_FORMATS, DEFAULTS, HTTP_AUDIO_FORMATS, SAMPLE_RATE
+from voicecli.wire.protocol import AUDIO_FORMATS, DEFAULTS, HTTP_AUDIO_FORMATS, SAMPLE_RATE
 
 
 @dataclass(frozen=True)

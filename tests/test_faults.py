@@ -26,9 +26,7 @@ from tests.endpoint_process import EndpointProcess
 from tests.standins import bedrock as standin
 from tests.standins.bedrock import BedrockStandIn
 from tests.standins.tcp_proxy import CuttableProxy
-from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
-from voicecli.llm.history import Conversation
-from voicecli.pipeline import (
+from voicecli.converse.pipeline import (
     PipelineEvent,
     PipelineSettings,
     SentenceAudio,
@@ -36,8 +34,10 @@ from voicecli.pipeline import (
     TurnFinished,
     VoicePipeline,
 )
-from voicecli.sinks import CollectingSink
-from voicecli.timeline import Mark, TurnTimeline
+from voicecli.converse.timeline import Mark, TurnTimeline
+from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
+from voicecli.llm.history import Conversation
+from voicecli.playback.sinks import CollectingSink
 from voicecli.tts.base import AudioChunk, AudioEvent, AudioStart, SpeechRequest, TTSTransport
 from voicecli.tts.websocket import WebSocketTransport
 
@@ -290,8 +290,8 @@ def _pulse_pid(pulse: object) -> int:
 async def test_audio_device_unplugged_mid_answer_is_a_clear_error_not_a_hang(
     bedrock: BedrockStandIn, shared_transport: WebSocketTransport, own_pulse: object
 ) -> None:
-    from voicecli.playback import OutputStreamError, Player
-    from voicecli.speaker import Speaker
+    from voicecli.playback.player import OutputStreamError, Player
+    from voicecli.playback.speaker import Speaker
 
     speaker = Speaker(Player())
     harness = Harness(bedrock, shared_transport)

@@ -98,12 +98,12 @@ def _cmd_config_show(args: argparse.Namespace, config: Config) -> int:
 
 
 def _cmd_config_init(args: argparse.Namespace, config: Config) -> int:
-    from voicecli import user_config
+    from voicecli.commands import config_file
     from voicecli.paths import user_config_file
 
     path: Path = getattr(args, "config", None) or user_config_file()
     try:
-        user_config.write(path, force=args.force)
+        config_file.write(path, force=args.force)
     except FileExistsError:
         raise UserError(f"{path} already exists: nothing written (--force replaces it; `voicecli config show` "
                         "shows what it sets)") from None
@@ -114,14 +114,14 @@ def _cmd_config_init(args: argparse.Namespace, config: Config) -> int:
 
 
 def _cmd_completion(args: argparse.Namespace, config: Config) -> int:
-    from voicecli.completion import script
+    from voicecli.commands.completion import script
 
     print(script(args.shell, build_parser()), end="")
     return 0
 
 
 def _cmd_doctor(args: argparse.Namespace, config: Config) -> int:
-    from voicecli.doctor import render, run_checks
+    from voicecli.commands.doctor import render, run_checks
 
     checks = run_checks(config)
     print(render(checks))
@@ -134,8 +134,8 @@ def _cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
     from voicecli_endpoint.server import serve
 
-    from voicecli.server_options import ServerOptions, resolve
-    from voicecli.session import server_limits
+    from voicecli.converse.session import server_limits
+    from voicecli.wire.server_options import ServerOptions, resolve
 
     limits = server_limits(config)
     from_settings = ServerOptions(
@@ -157,13 +157,13 @@ def _cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
 
 def _cmd_chat(args: argparse.Namespace, config: Config) -> int:
-    from voicecli.chat import run_chat
+    from voicecli.commands.chat import run_chat
 
     return run_chat(args, config)
 
 
 def _cmd_demo(args: argparse.Namespace, config: Config) -> int:
-    from voicecli.tui.race import RaceApp
+    from voicecli.tui.demo_app import RaceApp
 
     app = RaceApp(config, mute=args.mute, question=args.question, out_dir=args.out_dir)
     app.run()
@@ -230,19 +230,19 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--force", action="store_true", help="replace the file if it exists")
     init.set_defaults(handler=_cmd_config_init)
 
-    from voicecli.completion import SHELLS
+    from voicecli.commands.completion import SHELLS
 
     completion = commands.add_parser(
         "completion", help="print a shell completion script",
         description="Print the completion script for SHELL, e.g. `source <(voicecli completion bash)`; see "
-                    "voicecli/completion.py for installing it permanently.")
+                    "voicecli/commands/completion.py for installing it permanently.")
     completion.add_argument("shell", choices=SHELLS, help="bash, zsh or fish")
     completion.set_defaults(handler=_cmd_completion)
 
     doctor = commands.add_parser("doctor", parents=[common], help="check the setup; each failure says how to fix it")
     doctor.set_defaults(handler=_cmd_doctor)
 
-    from voicecli.server_options import add_server_options
+    from voicecli.wire.server_options import add_server_options
 
     serve = commands.add_parser(
         "serve", parents=[common], help="run the Kokoro TTS endpoint on this machine",
@@ -251,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_server_options(serve, within_voicecli=True)
     serve.set_defaults(handler=_cmd_serve)
 
-    from voicecli import bench, say
+    from voicecli import bench
+    from voicecli.commands import say
 
     say_parser = commands.add_parser("say", parents=[common], help="speak (or save) one text through any transport")
     say.add_arguments(say_parser)

@@ -1,7 +1,7 @@
 """Where log lines go: the `--log-level`/`--log-file` options, defined once for `voicecli` and the endpoint.
 
 Why one definition: `voicecli serve` and `python -m voicecli_endpoint` run the same server and must accept the same
-options (voicecli.server_options), and the client's own log options mean the same thing there. Why a file at all:
+options (voicecli.wire.server_options), and the client's own log options mean the same thing there. Why a file at all:
 the full-screen app owns the terminal, so a log line written to it would tear the screen; the app's default
 destination is therefore a file in the state directory (voicecli.logs.default_log_file).
 """

@@ -1,6 +1,6 @@
 """`python -m voicecli_endpoint`: the container entrypoint (called with --host 0.0.0.0).
 
-Its options are voicecli.server_options', the very ones `voicecli serve` takes; an option not given gets the
+Its options are voicecli.wire.server_options', the very ones `voicecli serve` takes; an option not given gets the
 server's built-in default.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from voicecli.server_options import ServerOptions, add_server_options, resolve
+from voicecli.wire.server_options import ServerOptions, add_server_options, resolve
 from voicecli_endpoint.server import serve
 
 

@@ -1,4 +1,4 @@
-"""Who may use the endpoint: the optional bearer token and the refusal responses (see voicecli.protocol).
+"""Who may use the endpoint: the optional bearer token and the refusal responses (see voicecli.wire.protocol).
 
 Why a token at all: SageMaker authenticates callers with IAM before a request reaches the container, but a
 self-hosted endpoint (``voicecli serve --host 0.0.0.0`` on a GPU box) has nothing in front of it. The check
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 
 from starlette.responses import JSONResponse
 
-from voicecli.protocol import ErrorCode, shown
-from voicecli.server_options import TOKEN_ENV
+from voicecli.wire.protocol import ErrorCode, shown
+from voicecli.wire.server_options import TOKEN_ENV
 from voicecli_endpoint.validation import origin_is_loopback
 
 UNAUTHORIZED_MESSAGE = (

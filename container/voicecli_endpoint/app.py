@@ -3,17 +3,17 @@
 Routes (declared once, in ROUTES):
   GET  /ping                               200 "OK" once the model is loaded and warmed up, 503 before;
                                            `?details=1`: the same status with JSON (engine, workers, threads).
-  POST /invocations                        batch or streamed synthesis (see voicecli.protocol, "HTTP route").
-  POST /v1/audio/speech                    the same, in OpenAI's speech API shape (voicecli.protocol,
+  POST /invocations                        batch or streamed synthesis (see voicecli.wire.protocol, "HTTP route").
+  POST /v1/audio/speech                    the same, in OpenAI's speech API shape (voicecli.wire.protocol,
                                            "OpenAI-compatible route"), so OpenAI TTS clients work unchanged.
-  WS   /invocations-bidirectional-stream   the session protocol (see voicecli.protocol).
+  WS   /invocations-bidirectional-stream   the session protocol (see voicecli.wire.protocol).
   GET  /stats                              JSON counters for operators and tests.
 
 With a token configured, POST and the WebSocket require it; /ping and /stats stay open (health checks, and the
 counters reveal no request content). Without a token they serve only requests with no Origin or a loopback Origin
 (a web page must not drive the user's local server). Open sessions and POSTs being answered share one concurrency
 budget (admission.py). A POST whose client goes away stops being synthesized. Limits and the token:
-voicecli.protocol, "Access control and limits".
+docs/protocol.md, "Access control and limits".
 
 The model loads in the background after start-up so the port answers /ping (503) at once: SageMaker and the
 local client both poll /ping rather than wait on a silent socket.
@@ -40,7 +40,7 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from voicecli.protocol import (
+from voicecli.wire.protocol import (
     CONTENT_TYPES,
     DEFAULTS,
     INVOCATIONS_PATH,

@@ -2,7 +2,7 @@
 
 Streaming encoders emit only WHOLE units: an MP3 binary frame always holds complete MP3 frames (lame's partial
 tail is kept until the next chunk or the flush), so every frame a client receives decodes on its own and
-starts with the 0xFF sync byte that `voicecli.protocol.classify_frame` relies on.
+starts with the 0xFF sync byte that `voicecli.wire.protocol.classify_frame` relies on.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from voicecli.audio.mp3_frames import split_frames
-from voicecli.protocol import SAMPLE_RATE, encode_pcm_frame
+from voicecli.wire.protocol import SAMPLE_RATE, encode_pcm_frame
 from voicecli_endpoint.engines.base import Audio
 
 DEFAULT_MP3_KBPS = 64

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from voicecli.playout import Playout
+from voicecli.wire.playout import Playout
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ import logging
 from pathlib import Path
 
 from voicecli.logs import configure_logging, installed_handlers
-from voicecli.protocol import DEFAULTS, Limits, is_loopback_host
-from voicecli.server_options import BATCH_WINDOW_MS, DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV
+from voicecli.wire.protocol import DEFAULTS, Limits, is_loopback_host
+from voicecli.wire.server_options import BATCH_WINDOW_MS, DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV
 from voicecli_endpoint import log_redaction
 from voicecli_endpoint.access import token_from_environment
 from voicecli_endpoint.app import EndpointSettings, create_app
@@ -55,7 +55,7 @@ def serve(
 ) -> None:
     """Serve until interrupted. `models_dir` None means voicecli's default models directory.
 
-    The parameters are voicecli.server_options.ServerOptions' fields. `workers`/`threads`/`max_batch` None means
+    The parameters are voicecli.wire.server_options.ServerOptions' fields. `workers`/`threads`/`max_batch` None means
     `auto` (voicecli_endpoint.sizing). `token` None reads the environment (VOICECLI_ENDPOINT__TOKEN); "" means no
     token is required. `log_file` None logs to standard error.
     """

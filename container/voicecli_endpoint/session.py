@@ -1,4 +1,4 @@
-"""One WebSocket session of the protocol in `voicecli.protocol` (read its docstring for the rules).
+"""One WebSocket session of the protocol in `voicecli.wire.protocol` (docs/protocol.md has the rules).
 
 Two tasks per connection: the reader parses every incoming frame and answers bad ones, cancels and the like
 at once; the worker answers synthesis requests one after another, in the order received, so the audio of two
@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from voicecli.playout import Playout
-from voicecli.protocol import (
+from voicecli.wire.playout import Playout
+from voicecli.wire.protocol import (
     SAMPLE_RATE,
     Cancel,
     CancelAck,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from voicecli.server_options import BATCH_WINDOW_MS, GPU_MAX_BATCH
+from voicecli.wire.server_options import BATCH_WINDOW_MS, GPU_MAX_BATCH
 
 __all__ = ["AUTO", "BATCH_WINDOW_MS", "GPU_MAX_BATCH", "Parallelism", "choose", "choose_batch", "parse_count",
            "usable_cpus"]

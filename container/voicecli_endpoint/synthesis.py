@@ -16,8 +16,8 @@ from functools import partial
 
 import numpy as np
 
-from voicecli.playout import Playout
-from voicecli.protocol import SAMPLE_RATE
+from voicecli.wire.playout import Playout
+from voicecli.wire.protocol import SAMPLE_RATE
 from voicecli_endpoint.chunking import ChunkPolicy, chunk_phonemes
 from voicecli_endpoint.engines.base import Audio, Engine
 from voicecli_endpoint.g2p import Phonemizer

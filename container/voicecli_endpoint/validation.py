@@ -1,6 +1,6 @@
-"""What clients send, read and validated: the server's side of voicecli.protocol.
+"""What clients send, read and validated: the server's side of voicecli.wire.protocol.
 
-The protocol's docstring (voicecli/protocol.py) is the rule book: every limit, default and error code there; this
+The protocol's documentation (docs/protocol.md) is the rule book: every limit, default and error code there; this
 module applies them to a WebSocket message or a POST /invocations body and raises ``ProtocolError`` with the code
 the client gets back. It lives with the server because only the server reads client messages; the message types
 themselves stay in the protocol, shared with clients.
@@ -13,7 +13,7 @@ import urllib.parse
 from collections.abc import Collection, Mapping
 from typing import Any, Final, Literal
 
-from voicecli.protocol import (
+from voicecli.wire.protocol import (
     AUDIO_FORMATS,
     DEFAULTS,
     HTTP_AUDIO_FORMATS,
@@ -252,7 +252,7 @@ def parse_openai_speech(
     voices: Collection[str] | None = None,
     limits: Limits = DEFAULTS.limits,
 ) -> InvocationRequest:
-    """Validate a POST /v1/audio/speech body (OpenAI's shape, see voicecli.protocol's docstring) into the request
+    """Validate a POST /v1/audio/speech body (OpenAI's shape, see docs/protocol.md) into the request
     POST /invocations would make of it, with the same rules and error codes. Raises ProtocolError."""
     obj = decode_object(data, limits)
     model = obj.get("model")

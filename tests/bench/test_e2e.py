@@ -18,8 +18,8 @@ from voicecli.bench.e2e import MODES, WARM_PROMPT, run_e2e
 from voicecli.bench.target import Target
 from voicecli.bench.texts import E2E_SYSTEM_PROMPT
 from voicecli.config import Config
+from voicecli.converse.session import llm_from_config
 from voicecli.llm import LLM, ChatMessage, StreamEvent
-from voicecli.session import llm_from_config
 
 pytestmark = pytest.mark.slow
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 from voicecli.bench.measure import Trace, check_exact, wait_played
-from voicecli.playout import Playout
-from voicecli.protocol import Timings
 from voicecli.tts.consumer import RequestAudio
+from voicecli.wire.playout import Playout
+from voicecli.wire.protocol import Timings
 
 
 def finished(rid: str, starts: int = 1, dones: int = 1, size: int = 100) -> RequestAudio:

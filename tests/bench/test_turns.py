@@ -25,7 +25,7 @@ from voicecli.bench.turns import (
     summary_by_mode,
 )
 from voicecli.cli import main
-from voicecli.timeline import TurnTimeline
+from voicecli.converse.timeline import TurnTimeline
 
 QUESTION = Question("q01", "What is the capital of France?", Path("q01.wav"), 22_050, 2.6, 0.3, 2.3, ())
 

@@ -1,4 +1,4 @@
-"""A tiny protocol client for the endpoint tests, written against voicecli.protocol."""
+"""A tiny protocol client for the endpoint tests, written against voicecli.wire.protocol."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import miniaudio
 from websockets.asyncio.client import ClientConnection
 
 from voicecli.audio.mp3_frames import frame_length
-from voicecli.protocol import (
+from voicecli.wire.protocol import (
     SAMPLE_RATE,
     CancelAck,
     Control,

@@ -26,7 +26,7 @@ from websockets.typing import Origin
 from tests.conftest import RunningServer, _free_port
 from tests.endpoint.helpers import next_control, read_answers, send_json
 from tests.endpoint_process import EndpointProcess
-from voicecli.protocol import ErrorCode, SynthesisStart
+from voicecli.wire.protocol import ErrorCode, SynthesisStart
 
 pytestmark = pytest.mark.slow
 

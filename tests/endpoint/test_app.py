@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import RunningServer
 from tests.endpoint.helpers import assert_whole_mp3_frames, mp3_duration_s, send_chunked_until_answered
-from voicecli.protocol import CONTENT_TYPES, DEFAULTS, SAMPLE_RATE
+from voicecli.wire.protocol import CONTENT_TYPES, DEFAULTS, SAMPLE_RATE
 
 pytestmark = pytest.mark.slow
 

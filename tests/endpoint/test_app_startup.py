@@ -9,7 +9,7 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 from voicecli_endpoint.app import ROUTES, EndpointSettings, EndpointState, create_app
 
-from voicecli.protocol import Error, parse_server_message
+from voicecli.wire.protocol import Error, parse_server_message
 
 
 def test_declared_routes() -> None:

@@ -22,7 +22,7 @@ from voicecli_endpoint.audio_encoding import (
 )
 
 from tests.endpoint.helpers import assert_whole_mp3_frames, mp3_duration_s
-from voicecli.protocol import SAMPLE_RATE, PcmAudio, classify_frame
+from voicecli.wire.protocol import SAMPLE_RATE, PcmAudio, classify_frame
 
 
 def tone(seconds: float, frequency: float = 440.0) -> np.ndarray:

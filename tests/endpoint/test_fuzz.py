@@ -36,7 +36,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from tests.conftest import RunningServer
 from tests.request_schema import json_scalars, json_values, request_objects, to_json
-from voicecli.protocol import (
+from voicecli.wire.protocol import (
     CONTENT_TYPES,
     DEFAULTS,
     Cancel,

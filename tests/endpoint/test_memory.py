@@ -31,7 +31,7 @@ from websockets.asyncio.client import connect
 from tests.conftest import _free_port
 from tests.endpoint.helpers import next_control, send_chunked_until_answered, send_json
 from tests.endpoint_process import EndpointProcess
-from voicecli.protocol import DEFAULTS, Error, ErrorCode, SynthesisComplete
+from voicecli.wire.protocol import DEFAULTS, Error, ErrorCode, SynthesisComplete
 
 pytestmark = pytest.mark.slow
 

@@ -93,7 +93,7 @@ def test_a_long_piece_comes_in_parts_that_say_the_same_words(engine: OnnxEngine,
     Whisper hears the same sentence in both (each part is decoded with its own normalisation, so the samples differ
     a little: decoder_parts.py)."""
     from voicecli.audio.resample import resample
-    from voicecli.transcription import Transcriber
+    from voicecli.listen.transcription import Transcriber
 
     whole = engine.synthesize_phonemes(LONG, "af_heart", 1.0)
     steps = list(engine.synthesize_parts(LONG, "af_heart", 1.0))

@@ -16,7 +16,7 @@ from voicecli_endpoint.app import ROUTES
 
 from tests.conftest import RunningServer
 from tests.endpoint.helpers import assert_whole_mp3_frames
-from voicecli.protocol import CONTENT_TYPES, SAMPLE_RATE, ErrorCode
+from voicecli.wire.protocol import CONTENT_TYPES, SAMPLE_RATE, ErrorCode
 
 pytestmark = pytest.mark.slow
 

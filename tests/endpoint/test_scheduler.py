@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from voicecli_endpoint.scheduler import Batching, CancelToken, FairScheduler, JobDropped, Stepper
 
-from voicecli.playout import Playout
+from voicecli.wire.playout import Playout
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from tests.endpoint.helpers import (
     recv_frame,
     send_json,
 )
-from voicecli.protocol import (
+from voicecli.wire.protocol import (
     DEFAULTS,
     PCM_MAGIC,
     CancelAck,

@@ -24,7 +24,7 @@ from websockets.asyncio.client import connect
 
 from tests.conftest import RunningServer
 from tests.endpoint.helpers import read_answers, recv_frame, send_json
-from voicecli.protocol import Mp3Audio
+from voicecli.wire.protocol import Mp3Audio
 
 RATE = 24_000
 
@@ -107,9 +107,12 @@ async def test_clients_that_leave_during_a_first_piece_never_wedge_a_worker(serv
             while not isinstance(await recv_frame(ws), Mp3Audio):
                 pass
     deadline = time.monotonic() + 20
-    while httpx.get(f"{server.http_url}/stats", timeout=10).json()["scheduler"]["running"] and time.monotonic() < deadline:
+    def running() -> int:
+        return int(httpx.get(f"{server.http_url}/stats", timeout=10).json()["scheduler"]["running"])
+
+    while running() and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
-    assert httpx.get(f"{server.http_url}/stats", timeout=10).json()["scheduler"]["running"] == 0
+    assert running() == 0
     async with connect(server.ws_url) as ws:  # both workers still serve
         for rid in range(2):
             await send_json(ws, {"text": "Still here.", "request_id": rid})

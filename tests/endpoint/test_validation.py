@@ -19,7 +19,7 @@ from voicecli_endpoint.validation import (
 )
 
 from tests.request_schema import request_objects, to_json
-from voicecli.protocol import (
+from voicecli.wire.protocol import (
     DEFAULTS,
     Cancel,
     Close,

@@ -98,8 +98,8 @@ def test_the_default_install_is_what_the_configured_engine_reads() -> None:
 
 
 def test_doctor_does_not_ask_for_models_the_engine_never_reads(tmp_path: Path) -> None:
+    from voicecli.commands.doctor import check_models
     from voicecli.config import Config
-    from voicecli.doctor import check_models
 
     config = Config.load(env={"VOICECLI_MODELS__DIR": str(tmp_path), "VOICECLI_ENDPOINT__LOCAL__ENGINE": "onnx"},
                          config_path=None)

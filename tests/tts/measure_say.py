@@ -22,11 +22,19 @@ from pathlib import Path
 
 import httpx
 
+from tests.commands.test_say import (
+    ENDPOINT_NAME,
+    SECRET,
+    best_correlation,
+    sagemaker_env,
+    say,
+    upsample_2x,
+    wav_samples,
+)
 from tests.pulse import PrivatePulse
 from tests.standins.sagemaker import Behaviour, SageMakerRuntimeStandIn
 from tests.standins.sagemaker_bidi import BidiBehaviour, BidiStandIn
 from tests.standins.tls import make_self_signed
-from tests.test_say import ENDPOINT_NAME, SECRET, best_correlation, sagemaker_env, say, upsample_2x, wav_samples
 from tests.tts.measure_sagemaker import start_endpoint
 
 TEXT = "Hello! This is the first sentence of the answer, spoken right away."

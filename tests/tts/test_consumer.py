@@ -7,10 +7,10 @@ import asyncio
 import numpy as np
 import pytest
 
-from voicecli.protocol import Timings
 from voicecli.tts.base import AudioChunk, AudioDone, AudioFailed, AudioStart
 from voicecli.tts.consumer import AudioConsumer, RequestAudio, Samples, Stalled
 from voicecli.tts.http_batch import BatchHttpTransport
+from voicecli.wire.protocol import Timings
 
 
 class Pcm:

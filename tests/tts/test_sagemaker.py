@@ -18,7 +18,6 @@ from tests.standins.sagemaker_bidi import BidiBehaviour, BidiStandIn
 from tests.standins.tls import SelfSigned, make_self_signed
 from tests.tts.events import audio_by_request, collect
 from voicecli.audio.mp3_frames import frame_length
-from voicecli.protocol import SAMPLE_RATE
 from voicecli.tts.base import AudioChunk, AudioDone, AudioEvent, AudioFailed, AudioStart, SpeechRequest, TransportError
 from voicecli.tts.sagemaker import (
     SageMakerBatchTransport,
@@ -27,6 +26,7 @@ from voicecli.tts.sagemaker import (
     SageMakerTarget,
 )
 from voicecli.tts.websocket import WebSocketTransport
+from voicecli.wire.protocol import SAMPLE_RATE
 
 SECRET = "standin-secret-key"
 TEXT = "Hello from SageMaker."

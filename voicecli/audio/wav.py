@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from voicecli.audio.pcm import Samples
+from voicecli.audio.rates import SPEECH_RATE
 from voicecli.audio.resample import resample
-from voicecli.endpointing import SAMPLE_RATE as SPEECH_RATE
-from voicecli.protocol import SAMPLE_RATE
+from voicecli.wire.protocol import SAMPLE_RATE
 
 
 def save_wav(path: Path, samples: Samples, rate: int = SAMPLE_RATE) -> None:

@@ -39,16 +39,16 @@ from voicecli.bench.report import (
 from voicecli.bench.target import BenchError, Target, endpoint_stats, parse_rtts, resolve_target, route
 from voicecli.bench.texts import E2E_PROMPTS, E2E_SYSTEM_PROMPT
 from voicecli.config import Config
+from voicecli.converse.pipeline import PipelineEvent, TurnFailed, VoicePipeline
+from voicecli.converse.session import llm_from_config, llm_label, pipeline_settings
 from voicecli.errors import UserError
 from voicecli.llm import LLM, ChatMessage, LLMError
 from voicecli.llm.history import Conversation
-from voicecli.pipeline import PipelineEvent, TurnFailed, VoicePipeline
-from voicecli.playout import Playout
-from voicecli.session import llm_from_config, llm_label, pipeline_settings
-from voicecli.sinks import CollectingSink
+from voicecli.playback.sinks import CollectingSink
 from voicecli.tts.base import SpeechRequest, TransportError, TTSTransport
 from voicecli.tts.http_batch import BatchHttpTransport
 from voicecli.tts.websocket import WebSocketTransport
+from voicecli.wire.playout import Playout
 
 MODES: tuple[str, ...] = ("batch", "bidi")
 BASELINE = "batch"
@@ -300,7 +300,7 @@ async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from voicecli.local_endpoint import EndpointStartError
+    from voicecli.tts.local_endpoint import EndpointStartError
 
     if args.runs < 1:
         raise UserError("--runs must be at least 1")

@@ -3,7 +3,7 @@
 Why: one endpoint serves many chat sessions, and its scheduler shares its inference workers between them (first
 pieces of turns first, then the session closest to running dry). This measures what a user of one session then
 waits for its first audio as N grows, how long a real-time listener of each session would sit in silence once its
-answer has started (stall time, `voicecli.playout`), how much audio the machine produces per wall-clock second and
+answer has started (stall time, `voicecli.wire.playout`), how much audio the machine produces per wall-clock second and
 how much CPU the endpoint used for it, and checks that under load every request completes exactly once and in order
 per session (nothing lost, nothing duplicated, no audio of one request inside another's).
 
@@ -33,8 +33,8 @@ from voicecli.bench.report import BenchResult, Sample, default_name, machine_lin
 from voicecli.bench.target import BenchError, Target, endpoint_cpu_s, endpoint_stats, parse_counts, resolve_target
 from voicecli.bench.texts import LOAD_SENTENCES
 from voicecli.config import Config
+from voicecli.converse.timeline import summarize
 from voicecli.errors import UserError
-from voicecli.timeline import summarize
 from voicecli.tts.base import SpeechRequest, TransportError
 from voicecli.tts.websocket import WebSocketTransport
 
@@ -283,7 +283,7 @@ async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from voicecli.local_endpoint import EndpointStartError
+    from voicecli.tts.local_endpoint import EndpointStartError
 
     if args.runs < 1 or args.sentences < 1:
         raise UserError("--runs and --sentences must be at least 1")

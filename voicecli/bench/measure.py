@@ -12,9 +12,9 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from voicecli.playout import Playout
 from voicecli.tts.base import AudioFailed, SpeechRequest, TTSTransport
 from voicecli.tts.consumer import AudioConsumer, RequestAudio, Stalled
+from voicecli.wire.playout import Playout
 
 PLAYED_MARGIN_S = 0.05
 """Beyond an answer's real-time end: the endpoint's clock for it starts a little before the client's."""

@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 
 from voicecli.bench.audio_marks import pauses_ms, sound_span, trim
 from voicecli.bench.target import BenchError
-from voicecli.virtual_audio import write_wav_int16
+from voicecli.bench.virtual_audio import write_wav_int16
 
 BUILT_IN: tuple[tuple[str, ...], ...] = (
     ("What is the capital of France?",),

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from voicecli.converse.timeline import summarize
 from voicecli.errors import UserError
-from voicecli.timeline import summarize
 
 LATEST = "latest"
 """results/bench/latest/<kind>/ always holds a copy of the most recent run of each bench."""

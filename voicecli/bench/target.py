@@ -16,8 +16,8 @@ import httpx
 
 from voicecli.bench.delay_proxy import DelayProxy, is_loopback
 from voicecli.config import Config
-from voicecli.local_endpoint import LocalEndpoint, ensure_local_endpoint
-from voicecli.protocol import STATS_PATH
+from voicecli.tts.local_endpoint import LocalEndpoint, ensure_local_endpoint
+from voicecli.wire.protocol import STATS_PATH
 
 
 class BenchError(RuntimeError):

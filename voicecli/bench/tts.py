@@ -38,9 +38,9 @@ from voicecli.bench.report import (
 from voicecli.bench.target import BenchError, Target, endpoint_stats, parse_rtts, resolve_target, route
 from voicecli.bench.texts import TEXT_SETS, paragraph
 from voicecli.config import Config
+from voicecli.converse.segmentation import Segmenter
+from voicecli.converse.timeline import summarize
 from voicecli.errors import UserError
-from voicecli.segmentation import Segmenter
-from voicecli.timeline import summarize
 from voicecli.tts.base import SpeechRequest, TransportError, TTSTransport
 from voicecli.tts.http_batch import BatchHttpTransport
 from voicecli.tts.websocket import WebSocketTransport
@@ -277,7 +277,7 @@ async def _bench(args: argparse.Namespace, config: Config) -> BenchResult:
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from voicecli.local_endpoint import EndpointStartError
+    from voicecli.tts.local_endpoint import EndpointStartError
 
     if args.runs < 1:
         raise UserError("--runs must be at least 1")

@@ -4,7 +4,7 @@ What it measures: the felt latency of a spoken turn, from the last voiced sample
 audible sample of the answer, taken from the audio itself, next to the app's own timeline marks. The app is the
 real one, as a user runs it: `python -m voicecli chat --no-tui --mode MODE` (the TUI's code path without the
 screen), with the real local STT, LLM and TTS endpoint, its microphone and speaker being the virtual devices of a
-private PulseAudio daemon (voicecli.virtual_audio).
+private PulseAudio daemon (voicecli.bench.virtual_audio).
 
 How both ends get onto one clock. Two recorders (parec) run on the same daemon for the whole run: one on the
 virtual microphone `vmic` (exactly what the app hears), one on the virtual speaker's monitor (exactly what the app
@@ -56,11 +56,11 @@ from voicecli.bench.report import (
     summarize_samples,
 )
 from voicecli.bench.target import BenchError, Target, endpoint_stats, resolve_target
+from voicecli.bench.virtual_audio import MIC_SOURCE, SPEAKER_MONITOR, PrivatePulse, PulseUnavailable, Recorder
 from voicecli.config import Config
+from voicecli.converse.session import llm_label
+from voicecli.converse.timeline import summarize
 from voicecli.errors import UserError
-from voicecli.session import llm_label
-from voicecli.timeline import summarize
-from voicecli.virtual_audio import MIC_SOURCE, SPEAKER_MONITOR, PrivatePulse, PulseUnavailable, Recorder
 
 MODES: tuple[str, ...] = ("bidi", "batch")
 BASELINE = "batch"
@@ -479,7 +479,7 @@ async def _bench(args: argparse.Namespace, config: Config, modes: list[str]) -> 
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
-    from voicecli.local_endpoint import EndpointStartError
+    from voicecli.tts.local_endpoint import EndpointStartError
 
     if args.turns < 1:
         raise UserError("--turns must be at least 1")

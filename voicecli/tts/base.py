@@ -2,7 +2,7 @@
 
 The pipeline holds a `TTSTransport` and never knows which one: a persistent WebSocket, a POST per request, or the
 SageMaker APIs. Like httpx's transports, each implementation owns its connection and speaks the wire protocol
-(`voicecli.protocol`); what comes out is the same stream of typed events, strictly in request order.
+(`voicecli.wire.protocol`); what comes out is the same stream of typed events, strictly in request order.
 
 Every transport is an async context manager, as httpx's clients are: `async with transport:` connects (and warms),
 and however the block ends (done, error, cancelled) the transport is closed, by the one clean-up path below. A
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import ClassVar, Self
 
-from voicecli.protocol import AudioFormat, Timings
+from voicecli.wire.protocol import AudioFormat, Timings
 
 
 class TransportError(RuntimeError):

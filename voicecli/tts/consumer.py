@@ -23,8 +23,8 @@ import numpy as np
 
 from voicecli.audio.pcm import Samples
 from voicecli.audio.streams import StreamDecoder
-from voicecli.protocol import Timings
 from voicecli.tts.base import AudioChunk, AudioDone, AudioEvent, AudioFailed, AudioStart, TTSTransport
+from voicecli.wire.protocol import Timings
 
 
 class Stalled(TimeoutError):

@@ -13,7 +13,6 @@ from typing import ClassVar
 import httpx
 
 from voicecli.audio.mp3_frames import frame_slices
-from voicecli.protocol import INVOCATIONS_PATH, PING_PATH, SAMPLE_RATE, Timings
 from voicecli.tts.base import (
     AudioChunk,
     AudioDone,
@@ -22,6 +21,7 @@ from voicecli.tts.base import (
     TransportError,
 )
 from voicecli.tts.serial import SerialTransport
+from voicecli.wire.protocol import INVOCATIONS_PATH, PING_PATH, SAMPLE_RATE, Timings
 
 CHUNK_BYTES = 8192
 """Audio is handed on in slices this size (whole MP3 frames), like a stream, so playback code is shared."""

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from voicecli.protocol import (
+from voicecli.tts.base import AudioChunk, AudioDone, AudioEvent, AudioFailed, AudioStart, SpeechRequest
+from voicecli.wire.protocol import (
     CancelAck,
     Error,
     Mp3Audio,
@@ -24,7 +25,6 @@ from voicecli.protocol import (
     classify_frame,
     encode_message,
 )
-from voicecli.tts.base import AudioChunk, AudioDone, AudioEvent, AudioFailed, AudioStart, SpeechRequest
 
 
 @dataclass

@@ -26,11 +26,6 @@ import logging
 import re
 from typing import Any, ClassVar
 
-from voicecli.protocol import (
-    Cancel,
-    Close,
-    encode_message,
-)
 from voicecli.tts.base import (
     SpeechRequest,
     TransportError,
@@ -44,6 +39,11 @@ from voicecli.tts.sagemaker_common import (
     explain,
     resolve_credentials,
     resolve_region,
+)
+from voicecli.wire.protocol import (
+    Cancel,
+    Close,
+    encode_message,
 )
 
 log = logging.getLogger(__name__)

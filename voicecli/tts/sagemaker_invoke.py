@@ -22,7 +22,6 @@ from typing import Any, ClassVar
 
 from voicecli.audio.mp3_frames import frame_slices
 from voicecli.audio.streams import aligner_for
-from voicecli.protocol import SAMPLE_RATE
 from voicecli.tts.base import (
     AudioChunk,
     AudioDone,
@@ -32,6 +31,7 @@ from voicecli.tts.base import (
 from voicecli.tts.http_batch import CHUNK_BYTES
 from voicecli.tts.sagemaker_common import Failure, SageMakerTarget, explain, explain_botocore, runtime_client
 from voicecli.tts.serial import SerialTransport
+from voicecli.wire.protocol import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 

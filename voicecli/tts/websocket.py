@@ -20,9 +20,9 @@ from typing import ClassVar
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
-from voicecli.protocol import WS_PATH, Cancel, Close, encode_message
 from voicecli.tts.base import SpeechRequest, TransportError, TTSTransport
 from voicecli.tts.receiver import Receiver
+from voicecli.wire.protocol import WS_PATH, Cancel, Close, encode_message
 
 
 def websocket_url(target: str) -> str:

@@ -7,7 +7,7 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from voicecli.timeline import SessionStats, TurnTimeline
+from voicecli.converse.timeline import SessionStats, TurnTimeline
 
 WATERFALL: tuple[tuple[str, str], ...] = (
     ("speech_end", "speech end"),

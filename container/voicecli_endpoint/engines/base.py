@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from voicecli.protocol import SAMPLE_RATE as SAMPLE_RATE  # Kokoro-82M's output rate is the wire's (24 kHz)
+from voicecli.wire.protocol import SAMPLE_RATE as SAMPLE_RATE  # Kokoro-82M's output rate is the wire's (24 kHz)
 
 Audio = npt.NDArray[np.float32]
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from voicecli.protocol import SAMPLE_RATE
+from voicecli.wire.protocol import SAMPLE_RATE
 
 FRAME_SAMPLES = 600
 """Samples per decoder frame; the pitch and energy curves have two values per frame."""

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Literal
 
-from voicecli.server_options import ENGINE_NAMES, EngineName
+from voicecli.wire.server_options import ENGINE_NAMES, EngineName
 from voicecli_endpoint.engines.base import Engine
 
 __all__ = ["ENGINE_NAMES", "EngineName", "cuda_available", "load_engine", "resolve_engine_name"]

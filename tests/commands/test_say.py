@@ -1,0 +1,332 @@
+"""`voicecli say` end to end: the real command in a subprocess, the real endpoint, every transport, and what
+actually came out of the (virtual PulseAudio) speaker, compared with the endpoint's own audio for the same text.
+
+The SageMaker paths go through the local stand-ins (tests/standins), so only the AWS wire is stood in for; the
+audio is still synthesized by the session's real endpoint.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import wave
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from tests.conftest import REPO, RunningServer
+from tests.pulse import SINK_RATE, PrivatePulse
+from tests.standins.sagemaker import Behaviour, SageMakerRuntimeStandIn
+from tests.standins.sagemaker_bidi import BidiBehaviour, BidiStandIn
+from tests.standins.tls import SelfSigned, make_self_signed
+from voicecli.tts.voices import ENGLISH_VOICES
+from voicecli.wire.protocol import SAMPLE_RATE
+
+TEXT = "Hello from the say command."
+SECRET = "say-standin-secret"
+ENDPOINT_NAME = "kokoro"
+RUN_TIMEOUT_S = 240.0
+MIN_CORRELATION = 0.95
+TIMING_KEYS = ("request_sent", "first_audio_byte_ms", "first_audio_played_ms", "done_ms", "audio_seconds",
+               "transport", "endpoint")
+
+Audio = NDArray[np.float32]
+
+
+# ------------------------------------------------------------------------------------------------------- helpers
+
+
+@dataclass(frozen=True)
+class SayRun:
+    returncode: int
+    stdout: str
+    stderr: str
+    recorded: Audio | None = None
+
+    @property
+    def report(self) -> dict[str, object]:
+        assert self.returncode == 0, f"say failed ({self.returncode}):\n{self.stderr}"
+        value = json.loads(self.stdout)
+        assert isinstance(value, dict)
+        return value
+
+    @property
+    def error_lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.startswith("voicecli: error:")]
+
+
+def say(args: list[str], home: Path, env: dict[str, str] | None = None, pulse: PrivatePulse | None = None) -> SayRun:
+    """Run `python -m voicecli say ARGS` with a clean voicecli environment; record the speaker while it runs."""
+    base = {name: value for name, value in os.environ.items()
+            if not name.startswith(("VOICECLI_", "AWS_"))}  # no user setting or AWS profile can leak in
+    base["XDG_CONFIG_HOME"] = str(home / "config")  # no user config file can leak in
+    base["XDG_STATE_HOME"] = str(home / "state")
+    if pulse is not None:
+        base.update(pulse.env)
+    base.update(env or {})
+    command = [str(REPO / ".venv" / "bin" / "python"), "-m", "voicecli", "say", *args]
+    recorder = pulse.record() if pulse is not None else None
+    try:
+        proc = subprocess.run(command, cwd=REPO, env=base, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    finally:
+        recorded = recorder.stop() if recorder is not None else None
+    return SayRun(proc.returncode, proc.stdout, proc.stderr, recorded)
+
+
+def wav_samples(data: bytes) -> tuple[int, int, Audio]:
+    """(rate, channels, float samples) of a 16-bit WAV."""
+    with wave.open(io.BytesIO(data)) as wav:
+        assert wav.getsampwidth() == 2
+        pcm = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
+        return wav.getframerate(), wav.getnchannels(), (pcm.astype(np.float32) / 32768.0)
+
+
+def upsample_2x(x: Audio) -> Audio:
+    """Band-limited 24 kHz -> 48 kHz (zero-padding the spectrum), to compare with the 48 kHz sink."""
+    spectrum = np.fft.rfft(x)
+    padded = np.zeros(len(x) + 1, dtype=complex)
+    padded[: len(spectrum)] = spectrum
+    return (np.fft.irfft(padded, 2 * len(x)) * 2.0).astype(np.float32)
+
+
+def best_correlation(recorded: Audio, reference: Audio) -> float:
+    """Max over lags of the normalised cross-correlation of `reference` against windows of `recorded`."""
+    n = len(reference)
+    if len(recorded) < n:
+        recorded = np.concatenate([recorded, np.zeros(n - len(recorded), np.float32)])
+    size = 1 << int(np.ceil(np.log2(len(recorded) + n)))
+    corr = np.fft.irfft(np.fft.rfft(recorded, size) * np.conj(np.fft.rfft(reference, size)), size)
+    corr = corr[: len(recorded) - n + 1]
+    energy = np.concatenate([[0.0], np.cumsum(recorded.astype(np.float64) ** 2)])
+    window = energy[n:] - energy[:-n]
+    ref_energy = float(np.sum(reference.astype(np.float64) ** 2))
+    usable = window > 0.01 * ref_energy  # windows of near-silence say nothing
+    if not usable.any():
+        return 0.0
+    ncc = corr[usable] / np.sqrt(window[usable] * ref_energy)
+    return float(ncc.max())
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def check_timings(report: dict[str, object], played: bool) -> None:
+    assert [key for key in report if key in TIMING_KEYS] == list(TIMING_KEYS)  # all present, in this order
+    assert report["request_sent"] == 0
+    first_byte, done = report["first_audio_byte_ms"], report["done_ms"]
+    assert isinstance(first_byte, float) and isinstance(done, float)
+    assert 0 <= first_byte <= done
+    played_ms = report["first_audio_played_ms"]
+    if played:
+        assert isinstance(played_ms, float)
+        assert first_byte <= played_ms <= done
+        assert isinstance(report["underruns"], int)
+    else:
+        assert played_ms is None and report["underruns"] is None
+    audio_s = report["audio_seconds"]
+    assert isinstance(audio_s, float) and 0.8 < audio_s < 5.0
+
+
+# ------------------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("say-home")
+
+
+@pytest.fixture(scope="module")
+def reference(server: RunningServer) -> Audio:
+    """The endpoint's own audio for TEXT (POST /invocations, WAV): the truth every path is compared with."""
+    response = httpx.post(f"{server.http_url}/invocations", json={"text": TEXT, "format": "wav"}, timeout=120)
+    response.raise_for_status()
+    rate, channels, samples = wav_samples(response.content)
+    assert (rate, channels) == (SAMPLE_RATE, 1)
+    return samples
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> SelfSigned:
+    return make_self_signed(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture(scope="module")
+def runtime(server: RunningServer) -> Iterator[SageMakerRuntimeStandIn]:
+    with SageMakerRuntimeStandIn(server.http_url, {ENDPOINT_NAME: Behaviour()}) as standin:
+        yield standin
+
+
+@pytest.fixture(scope="module")
+def bidi(server: RunningServer, tls: SelfSigned) -> Iterator[BidiStandIn]:
+    with BidiStandIn(server.http_url, tls, endpoints={ENDPOINT_NAME: BidiBehaviour()}, secret_key=SECRET) as standin:
+        yield standin
+
+
+def sagemaker_env(transport: str, url: str, tls: SelfSigned) -> dict[str, str]:
+    """Config through the environment (as a user would), dummy credentials, trust in the stand-in's certificate."""
+    return {
+        "VOICECLI_ENDPOINT__TARGET": "sagemaker",
+        "VOICECLI_ENDPOINT__SAGEMAKER__NAME": ENDPOINT_NAME,
+        "VOICECLI_ENDPOINT__SAGEMAKER__REGION": "us-east-1",
+        "VOICECLI_ENDPOINT__SAGEMAKER__ENDPOINT_URL": url,
+        "VOICECLI_ENDPOINT__SAGEMAKER__TRANSPORT": transport,
+        "AWS_ACCESS_KEY_ID": "AKIDSTANDIN000000000",
+        "AWS_SECRET_ACCESS_KEY": SECRET,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "SSL_CERT_FILE": str(tls.cert),
+    }
+
+
+def assert_heard(run: SayRun, reference: Audio, transport: str) -> None:
+    report = run.report
+    assert report["transport"] == transport
+    check_timings(report, played=True)
+    assert run.recorded is not None
+    correlation = best_correlation(run.recorded, upsample_2x(reference))
+    assert correlation >= MIN_CORRELATION, f"{transport}: speaker audio correlation {correlation:.3f}"
+
+
+# ------------------------------------------------------------------------------------------------------- played
+
+
+@pytest.mark.slow
+def test_websocket_plays_the_endpoints_audio(server: RunningServer, pulse: PrivatePulse, reference: Audio,
+                                             home: Path) -> None:
+    run = say([TEXT, "--endpoint", server.http_url, "--mode", "bidi", "--json"], home, pulse=pulse)
+    assert_heard(run, reference, "websocket")
+    assert run.report["endpoint"] == server.http_url
+
+
+@pytest.mark.slow
+def test_batch_plays_the_endpoints_audio(server: RunningServer, pulse: PrivatePulse, reference: Audio,
+                                         home: Path) -> None:
+    run = say([TEXT, "--endpoint", server.http_url, "--mode", "batch", "--json"], home, pulse=pulse)
+    assert_heard(run, reference, "batch")
+
+
+@pytest.mark.slow
+def test_pcm16_over_websocket_plays_the_endpoints_audio(server: RunningServer, pulse: PrivatePulse,
+                                                        reference: Audio, home: Path) -> None:
+    run = say([TEXT, "--endpoint", server.ws_url, "--format", "pcm16", "--json"], home, pulse=pulse)
+    assert_heard(run, reference, "websocket")
+    assert run.report["format"] == "pcm16"
+
+
+@pytest.mark.slow
+def test_sagemaker_bidi_plays_the_endpoints_audio(bidi: BidiStandIn, tls: SelfSigned, pulse: PrivatePulse,
+                                                  reference: Audio, home: Path) -> None:
+    streams_before = len(bidi.records)
+    run = say([TEXT, "--json"], home, sagemaker_env("bidi", bidi.url, tls), pulse)
+    assert_heard(run, reference, "sagemaker-bidi")
+    assert len(bidi.records) == streams_before + 1  # it really went through the HTTP/2 stand-in
+    assert bidi.records[-1].signatures_verified > 0
+
+
+@pytest.mark.slow
+def test_sagemaker_stream_plays_the_endpoints_audio(runtime: SageMakerRuntimeStandIn, tls: SelfSigned,
+                                                    pulse: PrivatePulse, reference: Audio, home: Path) -> None:
+    run = say([TEXT, "--json"], home, sagemaker_env("stream", runtime.url, tls), pulse)
+    assert_heard(run, reference, "sagemaker-stream")
+    assert runtime.records[-1].operation == "invocations-response-stream"
+
+
+@pytest.mark.slow
+def test_sagemaker_batch_plays_the_endpoints_audio(runtime: SageMakerRuntimeStandIn, tls: SelfSigned,
+                                                   pulse: PrivatePulse, reference: Audio, home: Path) -> None:
+    run = say([TEXT, "--json"], home, sagemaker_env("batch", runtime.url, tls), pulse)
+    assert_heard(run, reference, "sagemaker-batch")
+    assert runtime.records[-1].operation == "invocations"
+
+
+# ------------------------------------------------------------------------------------------------------- --out
+
+
+@pytest.mark.slow
+def test_out_pcm16_writes_the_endpoints_samples(server: RunningServer, reference: Audio, home: Path,
+                                                tmp_path: Path) -> None:
+    out = tmp_path / "reply.wav"
+    run = say([TEXT, "--endpoint", server.http_url, "--format", "pcm16", "--out", str(out), "--json"], home)
+    check_timings(run.report, played=False)
+    rate, channels, samples = wav_samples(out.read_bytes())
+    assert (rate, channels) == (SAMPLE_RATE, 1)
+    assert len(samples) == len(reference)
+    assert np.max(np.abs(samples - reference)) <= 2 / 32768  # the same samples, up to 16-bit rounding
+    assert run.report["audio_seconds"] == pytest.approx(len(reference) / SAMPLE_RATE, abs=1e-3)
+
+
+@pytest.mark.slow
+def test_out_mp3_writes_the_endpoints_audio(server: RunningServer, reference: Audio, home: Path,
+                                            tmp_path: Path) -> None:
+    out = tmp_path / "reply.wav"
+    run = say([TEXT, "--endpoint", server.http_url, "--mode", "batch", "--out", str(out), "--json"], home)
+    report = run.report
+    check_timings(report, played=False)
+    assert report["out"] == str(out) and report["format"] == "mp3"
+    rate, channels, samples = wav_samples(out.read_bytes())
+    assert (rate, channels) == (SAMPLE_RATE, 1)
+    assert abs(len(samples) - len(reference)) < 0.1 * SAMPLE_RATE  # MP3 adds only encoder delay and padding
+    assert best_correlation(samples, reference) >= 0.98
+
+
+def test_upsample_and_correlation_find_a_shifted_copy() -> None:
+    """The comparison itself: a delayed, louder copy correlates ~1; unrelated noise does not."""
+    rng = np.random.default_rng(7)
+    t = np.arange(SAMPLE_RATE) / SAMPLE_RATE
+    tone = (0.3 * np.sin(2 * np.pi * 440 * t) * np.sin(2 * np.pi * 3 * t)).astype(np.float32)
+    high = upsample_2x(tone)
+    assert len(high) == 2 * len(tone)
+    assert np.allclose(high[::2], tone, atol=1e-4)
+    delayed = np.concatenate([np.zeros(12_345, np.float32), 1.4 * high, np.zeros(5_000, np.float32)])
+    assert best_correlation(delayed.astype(np.float32), high) > 0.999
+    noise = rng.standard_normal(len(delayed)).astype(np.float32) * 0.3
+    assert best_correlation(noise, high) < 0.2
+    assert SINK_RATE == 2 * SAMPLE_RATE
+
+
+# ------------------------------------------------------------------------------------------------------- errors
+
+
+@pytest.mark.slow
+def test_unknown_voice_exits_2_listing_the_voices(server: RunningServer, home: Path, tmp_path: Path) -> None:
+    run = say([TEXT, "--endpoint", server.http_url, "--voice", "zz_nobody", "--out", str(tmp_path / "x.wav")], home)
+    assert run.returncode == 2, run.stderr
+    assert len(run.error_lines) == 1, run.stderr
+    line = run.error_lines[0]
+    assert "zz_nobody" in line
+    assert all(voice in line for voice in ENGLISH_VOICES)
+    assert not (tmp_path / "x.wav").exists()
+
+
+def test_unreachable_endpoint_exits_2_with_advice(home: Path, tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    run = say([TEXT, "--endpoint", dead, "--out", str(tmp_path / "x.wav")], home)
+    assert run.returncode == 2, run.stderr
+    assert len(run.error_lines) == 1, run.stderr
+    assert "voicecli serve" in run.error_lines[0]
+    assert "Traceback" not in run.stderr
+
+
+def test_no_audio_device_exits_2_suggesting_out(home: Path, tmp_path: Path) -> None:
+    """No sound server at all: the command must say to use --out instead of failing obscurely."""
+    nowhere = tmp_path / "no-pulse"
+    env = {"PULSE_SERVER": f"unix:{nowhere}/native", "PULSE_RUNTIME_PATH": str(nowhere),
+           "XDG_RUNTIME_DIR": str(nowhere)}
+    run = say([TEXT, "--endpoint", f"http://127.0.0.1:{free_port()}"], home, env)
+    assert run.returncode == 2, run.stderr
+    assert len(run.error_lines) == 1, run.stderr
+    assert "--out" in run.error_lines[0]

@@ -1,0 +1,186 @@
+"""Speculative turns end to end: the real endpoint over one WebSocket, the real boto3 Bedrock client on a stand-in.
+
+The listener's events (SpokenDraft, DraftWithdrawn, SpokenTurn) are given as the Listener emits them; what is checked
+is what the user would hear and what the model would remember: no audio, no shown turn and no history from an answer
+that was withdrawn, the cancel sent on the same connection, and a confirmed answer played whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from tests.standins import bedrock as standin
+from tests.standins.bedrock import BedrockStandIn
+from voicecli.converse.pipeline import (
+    PipelineEvent,
+    PipelineSettings,
+    Speculation,
+    TurnFinished,
+    TurnStarted,
+    VoicePipeline,
+)
+from voicecli.converse.turn_taking import TurnTaker
+from voicecli.listen.listener import DraftWithdrawn, SpokenDraft, SpokenTurn
+from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
+from voicecli.llm.history import Conversation
+from voicecli.playback.sinks import CollectingSink
+from voicecli.tts.base import TTSTransport
+from voicecli.tts.websocket import WebSocketTransport
+from voicecli.wire.protocol import SAMPLE_RATE
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dummy_aws_credentials")]
+
+QUESTION = "What is the capital of France?"
+ANSWER = ["The capital of France", " is Paris.", " It lies on the Seine,", " and it is a large city."]
+
+
+
+class Setup:
+    def __init__(self, bedrock: BedrockStandIn, transports: dict[str, TTSTransport]) -> None:
+        self.events: list[PipelineEvent] = []
+        self.sink = CollectingSink()
+        llm = BedrockLLM(BedrockSettings(endpoint_url=bedrock.url, region="us-east-1"))
+        settings = PipelineSettings(first_fragment_words=0, min_sentence_chars=0)
+        self.pipeline = VoicePipeline(llm, transports, self.sink, settings, Conversation(), self.events.append)
+        self.taker = TurnTaker(self.pipeline)
+        self.socket = transports["bidi"]
+        assert isinstance(self.socket, WebSocketTransport)
+
+    def of(self, kind: type) -> list[PipelineEvent]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    async def held_audio(self, timeout_s: float = 120.0) -> None:
+        """Wait until the speculative answer has decoded audio waiting behind its hold."""
+        deadline = time.monotonic() + timeout_s
+        while not (self.pipeline._current is not None and self.pipeline._current.held_audio):
+            assert time.monotonic() < deadline, "no speculative audio was made"
+            await asyncio.sleep(0.02)
+
+
+def draft(text: str = QUESTION, turn: int = 1) -> SpokenDraft:
+    now = time.monotonic()
+    return SpokenDraft(text, {"speech_start": now - 2.0, "speech_end": now - 0.25, "transcript_ready": now}, turn, 300)
+
+
+def final(text: str = QUESTION, turn: int = 1) -> SpokenTurn:
+    now = time.monotonic()
+    marks = {"speech_start": now - 2.3, "speech_end": now - 0.55, "turn_confirmed": now, "transcript_ready": now}
+    return SpokenTurn(text, marks, 2.0, turn)
+
+
+async def test_confirmed_speculation_is_held_then_played_whole(
+    bedrock: BedrockStandIn, transports: dict[str, TTSTransport]
+) -> None:
+    bedrock.queue(standin.Reply(deltas=ANSWER))
+    setup = Setup(bedrock, transports)
+    async with setup.taker as taker:
+        taker.on_listen(draft())
+        await setup.held_audio()
+        # Thinking ahead: audio exists, yet nothing is heard, shown or remembered, and a user still talking is not
+        # taken for a barge-in.
+        assert setup.sink.audio().size == 0 and not setup.of(TurnStarted) and len(setup.pipeline.history) == 0
+        assert not setup.pipeline.speaking
+        assert [e.state for e in setup.of(Speculation)] == ["started"]  # type: ignore[attr-defined]
+        taker.on_listen(final())
+        await asyncio.wait_for(taker.drained(), 120)
+    finished = setup.of(TurnFinished)
+    assert len(finished) == 1 and isinstance(finished[0], TurnFinished)
+    timeline = finished[0].timeline
+    counts = timeline.speculations
+    assert (counts.started, counts.confirmed, counts.cancelled) == (1, 1, 0)
+    assert "turn_confirmed" in timeline.marks and "first_audio_played" in timeline.marks
+    assert timeline.marks["first_audio_played"] >= timeline.marks["turn_confirmed"]
+    assert setup.sink.audio().size / SAMPLE_RATE > 2.0
+    assert [m.role for m in setup.pipeline.history.all_messages()] == ["user", "assistant"]
+    assert [e.state for e in setup.of(Speculation)] == ["started", "confirmed"]  # type: ignore[attr-defined]
+    assert len(bedrock.requests) == 1  # the speculative answer WAS the answer: generated once
+
+
+async def test_resumed_speech_cancels_the_answer_unheard_on_the_same_connection(
+    bedrock: BedrockStandIn, transports: dict[str, TTSTransport]
+) -> None:
+    never = threading.Event()
+    longer = "What is the capital of France and of Spain?"
+    # Held before its 4th delta: the first sentence is complete (the 3rd delta starts the next one) and spoken on hold
+    # while the LLM is still mid-answer, so the withdrawal must cancel a live LLM stream and a live synthesis.
+    bedrock.queue(standin.Reply(deltas=ANSWER, hold_at=3, release=never, hold_timeout_s=60),
+                  standin.Reply(deltas=["Paris and Madrid."]))
+    setup = Setup(bedrock, transports)
+    try:
+        async with setup.taker as taker:
+            taker.on_listen(draft())
+            await setup.held_audio()  # the LLM is held mid-answer, its first sentence already synthesized
+            assert not setup.of(TurnFinished)  # the LLM is still held mid-answer
+            taker.on_listen(DraftWithdrawn(1))
+            await asyncio.wait_for(taker.drained(), 60)
+            assert setup.sink.audio().size == 0
+            assert not setup.of(TurnStarted) and not setup.of(TurnFinished)
+            assert len(setup.pipeline.history) == 0
+            assert [e.state for e in setup.of(Speculation)] == ["started", "cancelled"]  # type: ignore[attr-defined]
+            taker.on_listen(final(longer))
+            await asyncio.wait_for(taker.drained(), 120)
+    finally:
+        never.set()
+    assert setup.socket.reconnects == 0  # the cancel travelled on the one WebSocket, which then served the answer
+    started = setup.of(TurnStarted)
+    assert [e.user_text for e in started] == [longer]  # type: ignore[attr-defined]
+    finished = setup.of(TurnFinished)
+    assert len(finished) == 1 and isinstance(finished[0], TurnFinished) and finished[0].answer == "Paris and Madrid."
+    counts = finished[0].timeline.speculations
+    assert (counts.started, counts.confirmed, counts.cancelled) == (1, 0, 1)
+    assert [m.content for m in setup.pipeline.history.all_messages()] == [longer, "Paris and Madrid."]
+    # Only the confirmed answer was heard: about the length of "Paris and Madrid.", not the withdrawn sentences.
+    assert 0.5 < setup.sink.audio().size / SAMPLE_RATE < 3.0
+
+
+async def test_a_changed_final_transcript_replaces_the_speculative_answer(
+    bedrock: BedrockStandIn, transports: dict[str, TTSTransport]
+) -> None:
+    bedrock.queue(standin.Reply(deltas=ANSWER), standin.Reply(deltas=["Madrid."]))
+    setup = Setup(bedrock, transports)
+    async with setup.taker as taker:
+        taker.on_listen(draft("What is the capital of France?"))
+        await setup.held_audio()
+        taker.on_listen(final("What is the capital of Spain?"))
+        await asyncio.wait_for(taker.drained(), 120)
+    assert [e.user_text for e in setup.of(TurnStarted)] == ["What is the capital of Spain?"]  # type: ignore[attr-defined]
+    assert [m.content for m in setup.pipeline.history.all_messages()] == ["What is the capital of Spain?", "Madrid."]
+    second = bedrock.requests[1].body["messages"]
+    assert [m["content"][0]["text"] for m in second] == ["What is the capital of Spain?"]
+    assert setup.socket.reconnects == 0 and setup.sink.audio().size / SAMPLE_RATE < 2.5
+
+
+async def test_a_typed_line_drops_a_speculative_answer(
+    bedrock: BedrockStandIn, transports: dict[str, TTSTransport]
+) -> None:
+    bedrock.queue(standin.Reply(deltas=ANSWER), standin.Reply(deltas=["Hello there."]))
+    setup = Setup(bedrock, transports)
+    async with setup.taker as taker:
+        taker.on_listen(draft())
+        await setup.held_audio()
+        taker.submit("Hello?")
+        await asyncio.wait_for(taker.drained(), 120)
+    assert [e.user_text for e in setup.of(TurnStarted)] == ["Hello?"]  # type: ignore[attr-defined]
+    assert [m.content for m in setup.pipeline.history.all_messages()] == ["Hello?", "Hello there."]
+
+
+async def test_closing_while_a_failed_speculation_waits_for_its_verdict_returns(
+    bedrock: BedrockStandIn, transports: dict[str, TTSTransport]
+) -> None:
+    """A speculative answer whose LLM failed before any sentence waits for the end of turn to report it; closing
+    the app meanwhile must not hang (the pipeline used to swallow its own task's cancellation)."""
+    bedrock.queue(standin.throttled_mid_stream(after=0))
+    setup = Setup(bedrock, transports)
+    taker = setup.taker
+    taker.start()
+    taker.on_listen(draft())
+    deadline = time.monotonic() + 60
+    while not (setup.pipeline._current is not None and setup.pipeline._current.llm_finished.is_set()):
+        assert time.monotonic() < deadline, "the speculative turn never started"
+        await asyncio.sleep(0.02)
+    await asyncio.wait_for(taker.aclose(), 10)
+    assert setup.sink.audio().size == 0 and not setup.of(TurnStarted)

@@ -1,0 +1,120 @@
+"""Turn taking on the input side: the echo gate, barge-in detection, and spoken turns with their marks.
+
+Blocks are fed straight into the Listener (no device), with real espeak-ng speech, the real Silero VAD and the real
+Whisper model, so the logic is tested without the timing noise of a live microphone (test_chat_spoken.py does that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.listen.test_endpointing import silence, speak
+from voicecli.listen.endpointing import Endpointer
+from voicecli.listen.listener import BargeIn, EchoGate, InputLevel, Listener, ListenEvent, SpokenDraft, SpokenTurn
+from voicecli.listen.microphone import AudioBlock
+from voicecli.listen.transcription import Transcriber, TurnTranscriber
+from voicecli.listen.turn_completion import TurnEndPolicy
+
+
+def test_echo_gate() -> None:
+    speaking = [False]
+    gate = EchoGate(True, 6.0, lambda: speaking[0], lambda: -20.0)
+    assert gate.passes(-50.0)  # assistant silent: everything passes
+    speaking[0] = True
+    assert not gate.passes(-18.0)  # about as loud as the playback: probably its echo
+    assert gate.passes(-10.0)  # clearly louder: a person talking over it
+    assert EchoGate(False, 6.0, lambda: True, lambda: -20.0).passes(-60.0)  # gate off
+
+
+@pytest.fixture(scope="module")
+def transcriber(models_dir: Path) -> Transcriber:
+    return Transcriber("tiny.en", models_dir=models_dir, threads=2)
+
+
+async def feed(listener: Listener, audio: np.ndarray, start: float = 1000.0) -> None:
+    block = 512
+    for index in range(0, len(audio), block):
+        listener._block(AudioBlock(audio[index : index + block], start + (index + block) / 16_000))
+    await asyncio.sleep(0)
+
+
+@pytest.mark.slow
+async def test_spoken_turn_with_marks_and_barge_in(tmp_path: Path, transcriber: Transcriber) -> None:
+    _, prompt = speak("How many legs does a spider have?", tmp_path)
+    events: list[ListenEvent] = []
+    speaking = [True]
+    gate = EchoGate(True, 6.0, lambda: speaking[0], lambda: -120.0)
+    listener = Listener(None, Endpointer(silence_ms=500), TurnTranscriber(transcriber), events.append, gate)  # type: ignore[arg-type]
+    await feed(listener, np.concatenate([silence(0.5), prompt, silence(1.0)]))
+    for _ in range(600):
+        if any(isinstance(e, SpokenTurn) for e in events):
+            break
+        await asyncio.sleep(0.05)
+    barge = [e for e in events if isinstance(e, BargeIn)]
+    turns = [e for e in events if isinstance(e, SpokenTurn)]
+    assert len(barge) == 1  # speech while the assistant was speaking
+    assert len(turns) == 1 and "spider" in turns[0].text.lower()
+    marks = turns[0].marks
+    assert marks["speech_start"] < marks["speech_end"] and marks["speech_start"] > 1000
+    assert any(isinstance(e, InputLevel) for e in events)
+
+
+@pytest.mark.slow
+async def test_playback_level_speech_is_gated(tmp_path: Path, transcriber: Transcriber) -> None:
+    _, prompt = speak("Hello there.", tmp_path)
+    events: list[ListenEvent] = []
+    gate = EchoGate(True, 6.0, lambda: True, lambda: 0.0)  # playback at full scale: nothing can exceed it
+    listener = Listener(None, Endpointer(silence_ms=500), TurnTranscriber(transcriber), events.append, gate)  # type: ignore[arg-type]
+    await feed(listener, np.concatenate([prompt, silence(1.0)]))
+    await asyncio.sleep(0.5)
+    assert not [e for e in events if isinstance(e, BargeIn | SpokenTurn)]
+    assert all(e.gated for e in events if isinstance(e, InputLevel))
+
+
+async def feed_live(listener: Listener, audio: np.ndarray) -> None:
+    """Feed at the pace of a microphone (32 ms blocks stamped with the real clock), so that a draft transcribed at a
+    pause comes back while the pause is still going on, as it does live."""
+    block = 512
+    for index in range(0, len(audio), block):
+        listener._block(AudioBlock(audio[index : index + block], time.monotonic()))
+        await asyncio.sleep(block / 16_000)
+
+
+@pytest.mark.slow
+async def test_a_finished_question_is_drafted_then_confirmed_on_its_shorter_hang_over(
+    tmp_path: Path, transcriber: Transcriber
+) -> None:
+    _, prompt = speak("How many legs does a spider have?", tmp_path)
+    events: list[ListenEvent] = []
+    policy = TurnEndPolicy(default_ms=1500, complete_ms=400, incomplete_ms=2500)
+    listener = Listener(None, Endpointer(silence_ms=1500, tail_ms=120), TurnTranscriber(transcriber),  # type: ignore[arg-type]
+                        events.append, policy=policy)
+    await feed_live(listener, np.concatenate([silence(0.5), prompt, silence(2.0)]))
+    await asyncio.sleep(0.5)
+    drafts = [e for e in events if isinstance(e, SpokenDraft)]
+    turns = [e for e in events if isinstance(e, SpokenTurn)]
+    assert len(drafts) == 1 and len(turns) == 1, events
+    assert drafts[0].hold_ms == 400 and "spider" in drafts[0].text.lower()
+    assert (turns[0].turn, turns[0].text) == (drafts[0].turn, drafts[0].text)  # what makes the draft's answer usable
+    waited = turns[0].marks["turn_confirmed"] - turns[0].marks["speech_end"]
+    assert 0.35 <= waited < 1.0, waited  # the finished question's 400 ms, not the 1.5 s default
+
+
+@pytest.mark.slow
+async def test_speech_after_a_pause_withdraws_the_draft(tmp_path: Path, transcriber: Transcriber) -> None:
+    _, first = speak("How many legs", tmp_path, "first")
+    _, second = speak("does a spider have?", tmp_path, "second")
+    events: list[ListenEvent] = []
+    listener = Listener(None, Endpointer(silence_ms=1500, tail_ms=120), TurnTranscriber(transcriber),  # type: ignore[arg-type]
+                        events.append, policy=TurnEndPolicy(default_ms=1500, complete_ms=1400, incomplete_ms=2500))
+    await feed_live(listener, np.concatenate([silence(0.5), first, silence(0.6), second, silence(2.5)]))
+    await asyncio.sleep(0.5)
+    kinds = [type(e).__name__ for e in events if not isinstance(e, InputLevel)]
+    assert kinds[:2] == ["SpokenDraft", "DraftWithdrawn"], kinds
+    turns = [e for e in events if isinstance(e, SpokenTurn)]
+    assert len(turns) == 1 and "spider" in turns[0].text.lower()  # one turn, the whole question

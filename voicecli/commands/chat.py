@@ -1,0 +1,184 @@
+"""`voicecli chat`: the TUI by default, or headless for scripts, demos and tests.
+
+Headless forms:
+- `--text "..."`: one typed turn, then exit;
+- `--wav in.wav [--out reply.wav]`: one spoken turn from a file (transcribed locally), answer saved or played;
+- `--no-tui`: a conversation on stdin and the microphone (when there is one), logged to stdout: `you>` lines,
+  `assistant>` lines, and one `timeline {json}` line per turn.
+
+All share one session (voicecli.converse.session) and one pipeline; they differ only in how turns come in and how
+answers and latency are shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from voicecli.audio.wav import load_wav_16k, save_wav
+from voicecli.config import Config
+from voicecli.converse.pipeline import (
+    PipelineEvent,
+    Speculation,
+    TurnFailed,
+    TurnFinished,
+    TurnStarted,
+)
+from voicecli.converse.session import STARTUP_ERRORS, Session, open_session
+from voicecli.converse.timeline import KEY_SPANS, TurnTimeline
+from voicecli.converse.turn_taking import TurnTaker
+from voicecli.playback.sinks import CollectingSink
+from voicecli.playback.speaker import open_sink
+from voicecli.wire.protocol import SAMPLE_RATE
+
+
+def summary(timeline: TurnTimeline) -> str:
+    parts = []
+    for label, start, end in KEY_SPANS:
+        value = timeline.ms(start, end)
+        if value is not None:
+            parts.append(f"{label}: {value:.0f} ms")
+    return f"[{timeline.mode}] " + ", ".join(parts)
+
+
+class Headless:
+    """One headless conversation: turns from stdin, a WAV file, or the microphone, answered in order."""
+
+    def __init__(self, args: argparse.Namespace, config: Config) -> None:
+        self.args = args
+        self.config = config
+        self.failed = False
+        self.session: Session | None = None
+        self.taker: TurnTaker | None = None
+        self.done = 0
+        self.finished = asyncio.Event()
+        self._listening = False
+
+    def log(self, message: str) -> None:
+        print(f"... {message}", file=sys.stderr, flush=True)
+
+    def on_event(self, event: PipelineEvent) -> None:
+        """The transcript on stdout: `you>` when a turn is answered (a speculative one only once confirmed),
+        `assistant>` and its `timeline {json}` when it is done."""
+        if isinstance(event, TurnStarted):
+            print(f"you{' (spoken)' if event.origin == 'spoken' else ''}> {event.user_text}", flush=True)
+        elif isinstance(event, Speculation) and event.state != "confirmed":
+            self.log(f"speculative answer {event.state}")
+        elif isinstance(event, TurnFailed):
+            self.failed = True
+            print(f"voicecli: error: {event.message}", file=sys.stderr, flush=True)
+        elif isinstance(event, TurnFinished):
+            print(f"assistant> {event.answer.strip() or '(no answer)'}", flush=True)
+            print("timeline " + json.dumps(event.timeline.to_json()), flush=True)
+            print(summary(event.timeline), file=sys.stderr, flush=True)
+            self.done += 1
+            if self.args.turns and self.done >= self.args.turns:
+                self.finished.set()
+
+    async def run(self) -> int:
+        args = self.args
+        sink, audio_note = open_sink(self.config, args.mute, args.out)
+        try:
+            self.session = await open_session(self.config, sink, self.log, self.on_event)
+        except STARTUP_ERRORS as exc:
+            print(f"voicecli: error: {exc}", file=sys.stderr)
+            return 2
+        self.log(audio_note)
+        sources: list[asyncio.Task[None]] = []
+        try:
+            async with TurnTaker(self.session.pipeline, self.config.audio.speculative_answers) as taker:
+                self.taker = taker
+                if args.text is not None:
+                    taker.submit(args.text)
+                    await taker.drained()
+                elif args.wav is not None:
+                    await self._wav_turn(args.wav)
+                    await taker.drained()
+                else:
+                    listening = await self._start_listening()  # first: stdin at EOF must not end a spoken session
+                    if listening is not None:
+                        sources.append(listening)
+                    sources.append(asyncio.create_task(self._typed()))
+                    await self.finished.wait()
+        finally:
+            for task in sources:
+                task.cancel()
+            await self.session.aclose()
+        if args.out is not None and isinstance(sink, CollectingSink):
+            save_wav(args.out, sink.audio())
+            self.log(f"saved {sink.audio().size / SAMPLE_RATE:.2f} s of audio to {args.out}")
+        return 2 if self.failed else 0
+
+    async def _typed(self) -> None:
+        assert self.taker is not None
+        while True:
+            try:
+                line = await asyncio.to_thread(sys.stdin.readline)
+            except (OSError, ValueError):
+                line = ""
+            if not line:  # end of input: wait for spoken turns if listening, else finish what was asked
+                if not self._listening:
+                    await self.taker.drained()
+                    self.finished.set()
+                return
+            if line.strip():
+                self.taker.submit(line.strip())
+
+    async def _start_listening(self) -> asyncio.Task[None] | None:
+        from voicecli.listen.listener import BargeIn, ListenEvent, open_gated_listener
+        from voicecli.listen.microphone import NoMicrophoneError
+        from voicecli.listen.transcription import WhisperModelMissing
+
+        assert self.session is not None and self.taker is not None
+        pipeline = self.session.pipeline
+        taker = self.taker
+
+        def on_listen(event: ListenEvent) -> None:
+            taker.on_listen(event)
+            if isinstance(event, BargeIn):
+                stopped = time.monotonic()
+                self.log(f"barge-in: playback stopped {(stopped - event.at) * 1000:.0f} ms after speech was detected")
+
+        try:
+            listener = await open_gated_listener(self.config, on_listen, lambda: pipeline.speaking, pipeline.sink)
+        except NoMicrophoneError as exc:
+            self.log(f"no microphone ({exc}): typing still works")
+            return None
+        except WhisperModelMissing as exc:
+            self.log(f"voice input is off: {exc}")
+            return None
+        self._listening = True
+        self.log(f"listening on {listener.microphone.device_name} ({self.config.audio.input_mode})")
+        return asyncio.create_task(listener.run())
+
+    async def _wav_turn(self, path: Path) -> None:
+        from voicecli.listen.transcription import transcriber_from_config
+
+        audio = load_wav_16k(path)
+        transcriber = await asyncio.to_thread(transcriber_from_config, self.config)
+        speech_end = time.monotonic()
+        transcript = await transcriber.transcribe(audio)
+        transcriber.close()
+        marks = {"speech_end": speech_end, "transcript_ready": time.monotonic()}
+        if not transcript.text.strip():
+            raise OSError(f"no speech recognised in {path}")
+        assert self.taker is not None
+        self.taker.submit(transcript.text.strip(), "spoken", marks)
+
+
+def run_chat(args: argparse.Namespace, config: Config) -> int:
+    if args.no_tui or args.text is not None or args.wav is not None:
+        try:
+            return asyncio.run(Headless(args, config).run())
+        except OSError as exc:
+            print(f"voicecli: error: {exc}", file=sys.stderr)
+            return 2
+    from voicecli.tui.chat_app import VoiceChatApp
+
+    app = VoiceChatApp(config, mute=args.mute)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,1 @@
+"""A turn from transcript to sentences: turn taking, the pipeline, its timeline, segmentation, the race."""

@@ -1,0 +1,521 @@
+r"""The conversation pipeline: a user turn in, a spoken answer out, sentence by sentence.
+
+    user text -> LLM stream -> sentence segmentation -> TTS transport -> MP3 decode -> speaker
+                 \______________ one TurnTimeline of latency marks alongside ______________/
+
+In bidi mode every sentence goes to TTS the moment the segmenter completes it, over the session's persistent
+transport, while the LLM keeps generating: speech starts after the first sentence, not after the whole answer.
+In batch mode the whole answer is collected first and sent as one request: the slow baseline, kept so the
+difference can be felt and measured. Interruptions (barge-in) overtake everything: they stop playback at once,
+cancel the LLM stream and every pending synthesis on the same connection, and keep in history only what was spoken.
+
+A turn may start speculatively, behind a Hold: the answer to a pause's draft transcript is generated, synthesized
+and decoded, but its audio and its UI events are held back and its question is not yet in the history. Released
+(the end of turn is confirmed), everything held flows at once and the turn goes on as any other; discarded (the user
+spoke again, or the final transcript differs), it is cancelled like a barge-in, on the same connection, and leaves
+no trace: nothing heard, nothing shown, nothing in the history.
+
+Nothing here polls. The TTS events are read by the shared `voicecli.tts.consumer.AudioConsumer`, which wakes on an
+event or when the turn's set of sentences changes; the sink wakes the turn (`AudioSink.watch`, from its audio
+thread through `loop.call_soon_threadsafe`) when an answer's first sample is heard and when everything written has
+played; the UI receives every change as a typed event through `on_event` (each `Mark` carries its turn's timeline).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from voicecli.audio.mp3_decode import Mp3DecodeError
+from voicecli.audio.pcm import Samples
+from voicecli.audio.streams import answer_decoder
+from voicecli.audio_devices import AudioDeviceError
+from voicecli.converse.segmentation import Segmenter
+from voicecli.converse.speakable import speakable_text
+from voicecli.converse.timeline import Mark, SentenceMarks, SpeculationCounts, TurnTimeline
+from voicecli.llm.base import LLM, ChatMessage, LLMError, StreamEnd, TextDelta
+from voicecli.llm.history import Conversation
+from voicecli.playback.sinks import AudioSink
+from voicecli.tts.base import AudioFailed, SpeechRequest, TransportError, TTSTransport
+from voicecli.tts.consumer import AudioConsumer, RequestAudio, Stalled
+from voicecli.wire.protocol import SAMPLE_RATE
+
+# --- typed events for the UI (like Pipecat frames: data flows one way, interruptions overtake it) --------------
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    turn_id: int
+    user_text: str
+    origin: str
+    mode: str
+
+
+@dataclass(frozen=True)
+class AssistantDelta:
+    turn_id: int
+    text: str
+
+
+@dataclass(frozen=True)
+class SentenceQueued:
+    turn_id: int
+    index: int
+    text: str
+
+
+@dataclass(frozen=True)
+class SentenceAudio:
+    """The first audio of a sentence arrived: the UI highlights it as the one being spoken."""
+
+    turn_id: int
+    index: int
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    turn_id: int
+    timeline: TurnTimeline
+    answer: str
+    spoken: str
+    interrupted: bool
+
+
+@dataclass(frozen=True)
+class TurnFailed:
+    turn_id: int
+    message: str
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """A speculative answer "started" (thinking ahead, nothing shown or heard yet), was "confirmed" (its held
+    events follow at once) or "cancelled" (dropped unheard)."""
+
+    turn_id: int
+    state: str
+
+
+PipelineEvent = (
+    TurnStarted | AssistantDelta | SentenceQueued | SentenceAudio | TurnFinished | TurnFailed | Speculation | Mark
+)
+
+
+class Hold:
+    """The gate of a speculative turn: decided once, either released (play it) or discarded (drop it unheard)."""
+
+    def __init__(self) -> None:
+        self._decided = asyncio.Event()
+        self.released = False
+        self.marks: dict[str, float] = {}
+
+    @property
+    def decided(self) -> bool:
+        return self._decided.is_set()
+
+    def release(self, marks: dict[str, float] | None = None) -> None:
+        """The end of turn is confirmed: `marks` (e.g. turn_confirmed) join the turn's timeline."""
+        if not self.decided:
+            self.released = True
+            self.marks = dict(marks or {})
+            self._decided.set()
+
+    def discard(self) -> None:
+        if not self.decided:
+            self._decided.set()
+
+    async def wait(self) -> bool:
+        """Wait for the decision; True when released."""
+        await self._decided.wait()
+        return self.released
+
+
+@dataclass
+class PipelineSettings:
+    mode: str = "bidi"
+    voice: str = "af_heart"
+    speed: float = 1.0
+    audio_format: str = "mp3"
+    system_prompt: str = "You are a helpful voice assistant. Answer in a few short spoken sentences."
+    max_tokens: int = 256
+    temperature: float = 0.7
+    first_fragment_words: int = 6
+    first_phrase_words: int = 4
+    min_sentence_chars: int = 12
+    pause_llm_for_first_audio: bool = True
+    """Pause an embedded LLM (one with pause/resume) from the first sentence's request until all its audio has come,
+    so the local TTS synthesizes it on every core (see voicecli.llm.local.LocalLLM.pause). Until its last audio, not
+    its first: the endpoint sends a long first sentence in parts, and the later parts are decoded while the first
+    one plays, where a slower decode would be heard as a gap."""
+    stall_timeout_s: float = 30.0
+    """A TTS request with no event for this long fails the turn with advice instead of hanging it."""
+
+
+@dataclass
+class _Turn:
+    timeline: TurnTimeline
+    answer_id: str
+    audio: _TurnAudio | None = None
+    """The reader of this turn's TTS events (made when the turn starts)."""
+    request_index: dict[str, int] = field(default_factory=dict)
+    text: list[str] = field(default_factory=list)
+    heard: set[int] = field(default_factory=set)
+    llm_finished: asyncio.Event = field(default_factory=asyncio.Event)
+    moved: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the sink reports progress or the turn is interrupted: what the wait for playback wakes on."""
+    failure: str | None = None
+    hold: Hold | None = None
+    """Set while the turn is speculative and undecided; None once released (or for an ordinary turn)."""
+    discarded: bool = False
+    held_audio: list[Samples] = field(default_factory=list)
+    held_events: list[PipelineEvent] = field(default_factory=list)
+    llm_paused: bool = False
+    """The embedded LLM is paused while the first sentence is synthesized (PipelineSettings)."""
+
+    @property
+    def sentences(self) -> list[SentenceMarks]:
+        """The answer's sentences live on the timeline, so the log and the TUI see per-sentence marks."""
+        return self.timeline.sentences
+
+
+class _Decoder:
+    """One request's audio for the pipeline: undecodable MP3 is dropped and the turn goes on."""
+
+    def __init__(self, audio_format: str) -> None:
+        self._decoder = answer_decoder(audio_format)
+
+    def feed(self, data: bytes) -> Samples:
+        try:
+            return self._decoder.feed(data)
+        except Mp3DecodeError:
+            return np.zeros(0, np.float32)
+
+    def flush(self) -> Samples:
+        return self._decoder.flush()
+
+
+class _TurnAudio(AudioConsumer):
+    """A turn's TTS events: first bytes become marks, audio goes to the sink (or is held while the turn is
+    speculative), a finished request resumes a paused LLM, failures become the turn's failure."""
+
+    def __init__(self, pipeline: VoicePipeline, turn: _Turn, transport: TTSTransport) -> None:
+        settings = pipeline.settings
+        super().__init__(transport, settings.stall_timeout_s, _Decoder, settings.audio_format)
+        self.pipeline = pipeline
+        self.turn = turn
+
+    def _marks(self, entry: RequestAudio) -> SentenceMarks:
+        return self.turn.sentences[self.turn.request_index[entry.request_id]]
+
+    def first_byte(self, entry: RequestAudio) -> None:
+        turn, marks = self.turn, self._marks(entry)
+        assert entry.first_byte is not None
+        marks.first_byte = entry.first_byte
+        turn.timeline.mark("first_audio_byte", entry.first_byte)
+        self.pipeline._emit(turn, SentenceAudio(turn.timeline.turn_id, marks.index))
+
+    def audio(self, entry: RequestAudio, samples: Samples) -> None:
+        marks = self._marks(entry)
+        marks.audio_s += samples.size / SAMPLE_RATE
+        self.turn.heard.add(marks.index)
+        self.pipeline._play(self.turn, samples)
+
+    def finished(self, entry: RequestAudio) -> None:
+        marks = self._marks(entry)
+        marks.done = entry.done
+        self.pipeline._resume_llm(self.turn)  # the first sentence is all synthesized (see PipelineSettings)
+        if entry.timings is not None:
+            marks.server_first_audio_ms = entry.timings.first_audio_ms
+
+    def failed(self, entry: RequestAudio | None, event: AudioFailed) -> None:
+        if entry is not None:
+            index = self._marks(entry).index
+            self.turn.failure = f"sentence {index + 1} could not be spoken: {event.message} ({event.code})"
+        elif event.request_id is None:  # about the session, not one request (another id: a cancelled request)
+            self.turn.failure = f"the TTS endpoint reported: {event.message}"
+
+
+class VoicePipeline:
+    """Runs turns one at a time. `transports` maps a mode ("bidi", "batch") to the transport that serves it."""
+
+    def __init__(
+        self,
+        llm: LLM,
+        transports: dict[str, TTSTransport],
+        sink: AudioSink,
+        settings: PipelineSettings,
+        history: Conversation | None = None,
+        on_event: Callable[[PipelineEvent], None] = lambda event: None,
+    ) -> None:
+        self.llm = llm
+        self.transports = transports
+        self.sink = sink
+        self.settings = settings
+        self.history = history or Conversation()
+        self._on_event = on_event
+        self._ids = itertools.count(1)
+        self._current: _Turn | None = None
+        self._llm_task: asyncio.Task[None] | None = None
+
+    @property
+    def speaking(self) -> bool:
+        """True while a turn is in progress (generating or playing): new input then means barge-in. A speculative
+        turn still on hold is not speaking: the user may well go on talking, and that is not a barge-in."""
+        return self._current is not None and self._current.hold is None
+
+    async def turn(
+        self,
+        user_text: str,
+        origin: str = "typed",
+        marks: dict[str, float] | None = None,
+        *,
+        hold: Hold | None = None,
+        speculations: SpeculationCounts | None = None,
+    ) -> TurnTimeline:
+        """Answer one user turn, speaking as it goes. Returns the turn's timeline (also sent as TurnFinished).
+
+        With `hold` the turn is speculative until the hold is decided (see the module docstring); a discarded turn
+        returns its timeline with `interrupted` set and sends no TurnFinished. `speculations` are the counts of the
+        user turn this answers, kept on its timeline.
+        """
+        turn_id = next(self._ids)
+        mode = self.settings.mode
+        turn = _Turn(TurnTimeline(turn_id, mode, origin), answer_id=f"turn-{turn_id}", hold=hold)
+        timeline = turn.timeline
+        timeline.listener = lambda mark: self._emit(turn, mark)
+        if speculations is not None:
+            timeline.speculations = speculations
+        for name, at in (marks or {}).items():
+            timeline.mark(name, at)
+        self._current = turn
+        transport = self.transports[mode]
+        turn.audio = _TurnAudio(self, turn, transport)
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:  # the sink may call it from its audio thread
+            loop.call_soon_threadsafe(self._sink_moved)
+
+        self.sink.watch(wake)
+        if hold is None:
+            self.history.add_user(user_text)
+            context = self.history.messages()
+        else:
+            self._on_event(Speculation(turn_id, "started"))
+            context = self.history.messages_with(user_text)
+        self._emit(turn, TurnStarted(turn_id, user_text, origin, mode))
+        self._llm_task = asyncio.create_task(self._generate(turn, transport, context, batch=mode == "batch"))
+        decider = None if hold is None else asyncio.create_task(self._decide(turn, hold, user_text))
+        try:
+            await self._receive(turn, transport)
+            await self._llm_task
+        except asyncio.CancelledError:
+            turn.timeline.interrupted = True
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the caller cancelled the turn itself, not our LLM task
+                self._llm_task.cancel()
+                raise
+        except AudioDeviceError as exc:  # the speaker went away mid-answer: say so, keep the session usable
+            turn.failure = str(exc)
+            self._llm_task.cancel()
+            await transport.cancel(None)
+        finally:
+            self._current = None
+            self._resume_llm(turn)
+            if decider is not None:
+                decider.cancel()
+        if turn.discarded:
+            self._on_event(Speculation(turn_id, "cancelled"))
+            return timeline
+        spoken = " ".join(s.text for s in turn.sentences if s.index in turn.heard)
+        answer = "".join(turn.text)
+        if turn.timeline.interrupted:
+            self.history.add_interrupted(spoken)
+        elif turn.failure is None:
+            self.history.add_assistant(answer)
+        timeline.mark("turn_done")
+        if turn.failure is not None:
+            self._on_event(TurnFailed(turn_id, turn.failure))
+        self._on_event(TurnFinished(turn_id, timeline, answer, spoken, timeline.interrupted))
+        return timeline
+
+    def _sink_moved(self) -> None:
+        """The sink reported progress (on the event loop's thread by now): mark what was heard, wake the turn."""
+        turn = self._current
+        if turn is not None:
+            self._check_played(turn)
+            turn.moved.set()
+
+    def _emit(self, turn: _Turn, event: PipelineEvent) -> None:
+        """Send a turn's event to the UI, or keep it while the turn is held (a speculative answer shows nothing)."""
+        if turn.discarded:
+            return
+        if turn.hold is not None:
+            turn.held_events.append(event)
+        else:
+            self._on_event(event)
+
+    async def _decide(self, turn: _Turn, hold: Hold, user_text: str) -> None:
+        """Wait for a speculative turn's fate; release what it held, or cancel it unheard."""
+        if not await hold.wait():
+            turn.discarded = True
+            await self._cancel(turn)
+            return
+        self.history.add_user(user_text)
+        turn.hold = None
+        for name, at in hold.marks.items():
+            turn.timeline.mark(name, at)
+        turn.timeline.speculations.confirmed += 1
+        self._on_event(Speculation(turn.timeline.turn_id, "confirmed"))
+        for event in turn.held_events:
+            self._on_event(event)
+        turn.held_events.clear()
+        held, turn.held_audio = turn.held_audio, []
+        try:
+            for samples in held:
+                self.sink.write(samples, turn.answer_id)
+        except AudioDeviceError as exc:  # as in turn(): say so, keep the session usable
+            turn.failure = str(exc)
+            await self._cancel(turn)
+
+    def stop_audio(self) -> float:
+        """Silence the speaker now (synchronously: barge-in must not wait for the event loop). Returns the time."""
+        self.sink.stop()
+        return time.monotonic()
+
+    async def interrupt(self) -> None:
+        """Barge-in: silence now, then cancel generation and every pending synthesis (connection stays open)."""
+        turn = self._current
+        self.stop_audio()
+        if turn is None:
+            return
+        turn.timeline.interrupted = True
+        turn.moved.set()
+        if turn.hold is not None:  # a speculative answer nobody heard: drop it without a trace
+            turn.hold.discard()
+            return
+        await self._cancel(turn)
+
+    async def _cancel(self, turn: _Turn) -> None:
+        """Stop a turn's generation and every synthesis it has pending, on the same connection."""
+        turn.timeline.interrupted = True
+        if self._llm_task is not None:
+            self._llm_task.cancel()
+        await self.transports[turn.timeline.mode].cancel(None)
+        if turn.audio is not None:
+            turn.audio.forget()
+            turn.audio.close()
+        turn.llm_finished.set()
+        turn.moved.set()
+
+    async def _generate(self, turn: _Turn, transport: TTSTransport, context: list[ChatMessage], batch: bool) -> None:
+        """LLM deltas -> segmenter -> TTS requests (each sentence at once in bidi; everything at the end in batch)."""
+        settings = self.settings
+        timeline = turn.timeline
+        segmenter = Segmenter(settings.first_fragment_words if not batch else 0, settings.min_sentence_chars,
+                              settings.first_phrase_words if not batch else 0)
+        timeline.mark("llm_request")
+        try:
+            stream = self.llm.stream(context, system=settings.system_prompt,
+                                     max_tokens=settings.max_tokens, temperature=settings.temperature)
+            async with contextlib.aclosing(stream) as events:
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        timeline.mark("llm_first_token")
+                        turn.text.append(event.text)
+                        self._emit(turn, AssistantDelta(timeline.turn_id, event.text))
+                        if not batch:
+                            for sentence in segmenter.feed(event.text):
+                                await self._speak(turn, transport, sentence)
+                    elif isinstance(event, StreamEnd):
+                        break
+            timeline.mark("llm_done")
+            if batch:
+                whole = speakable_text("".join(turn.text))
+                if whole:
+                    await self._speak(turn, transport, whole)
+            else:
+                for sentence in segmenter.flush():
+                    await self._speak(turn, transport, sentence)
+        except LLMError as exc:
+            turn.failure = str(exc)
+        except TransportError as exc:
+            turn.failure = str(exc)
+        finally:
+            turn.llm_finished.set()
+            if turn.audio is not None:
+                turn.audio.close()  # no more sentences: the reader ends once their audio is in
+
+    async def _speak(self, turn: _Turn, transport: TTSTransport, text: str) -> None:
+        timeline = turn.timeline
+        index = len(turn.sentences)
+        marks = SentenceMarks(index, text)
+        turn.sentences.append(marks)
+        timeline.mark("first_sentence_ready")
+        request_id = f"{turn.answer_id}-{index}"
+        turn.request_index[request_id] = index
+        assert turn.audio is not None
+        turn.audio.track(request_id)
+        self._emit(turn, SentenceQueued(timeline.turn_id, index, text))
+        await transport.send(SpeechRequest(request_id, text, self.settings.voice, self.settings.speed,
+                                           "pcm16" if self.settings.audio_format == "pcm16" else "mp3"))
+        marks.sent = time.monotonic()
+        timeline.mark("tts_first_request_sent", marks.sent)
+        if index == 0 and self.settings.pause_llm_for_first_audio:
+            pause = getattr(self.llm, "pause", None)  # an embedded LLM shares the cores with the local TTS
+            if pause is not None:
+                pause()
+                turn.llm_paused = True
+
+    async def _receive(self, turn: _Turn, transport: TTSTransport) -> None:
+        """Audio events -> decoder -> sink, until the LLM is done and every sentence's audio has arrived; then
+        wait (woken by the sink, never polling) until it has played."""
+        timeline = turn.timeline
+        assert turn.audio is not None
+        try:
+            await turn.audio.run()
+        except Stalled:
+            turn.failure = (f"the TTS endpoint sent nothing for {self.settings.stall_timeout_s:.0f} s; "
+                            "it may be overloaded or stuck: check `voicecli doctor`, or restart it")
+            await transport.cancel(None)
+            turn.audio.forget()
+            if self._llm_task is not None:
+                self._llm_task.cancel()
+        if turn.hold is not None and not turn.discarded:
+            await turn.hold.wait()  # the whole answer is ready before the turn is confirmed: wait for the verdict
+            await asyncio.sleep(0)  # let _decide flush what was held
+        if turn.discarded:
+            return
+        self.sink.finish(turn.answer_id)
+        while True:
+            turn.moved.clear()  # cleared before looking, so a wake that comes meanwhile is not lost
+            self._check_played(turn)
+            if timeline.interrupted or self.sink.drained():
+                break
+            await turn.moved.wait()
+        self._check_played(turn)
+        timeline.underruns = self.sink.underruns(turn.answer_id)
+
+    def _resume_llm(self, turn: _Turn) -> None:
+        if turn.llm_paused:
+            turn.llm_paused = False
+            resume = getattr(self.llm, "resume", None)
+            if resume is not None:
+                resume()
+
+    def _play(self, turn: _Turn, samples: Samples) -> None:
+        if turn.hold is not None:
+            turn.held_audio.append(samples)
+        elif not turn.discarded:
+            self.sink.write(samples, turn.answer_id)
+
+    def _check_played(self, turn: _Turn) -> None:
+        if "first_audio_played" not in turn.timeline.marks:
+            played = self.sink.first_played(turn.answer_id)
+            if played is not None:
+                turn.timeline.mark("first_audio_played", played)

@@ -1,0 +1,1 @@
+"""Microphone to transcript: capture, end of turn, does it sound finished, transcription, the listener."""

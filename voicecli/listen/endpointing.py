@@ -1,0 +1,393 @@
+"""End of turn: when has the user started, paused, and finished speaking?
+
+Why Silero VAD run by hand: the model already ships inside faster-whisper (no extra download, works offline), costs
+~0.1 ms per 32 ms window on one CPU thread, and is far more robust to breaths and background noise than an energy gate.
+faster-whisper's own wrapper resets the recurrent state on every call (it is built for whole files), so here the ONNX
+session is run one 512-sample window at a time, carrying the LSTM state and the 64-sample context between windows.
+That gives exactly the probabilities of the batched call, but live.
+
+Events carry the monotonic time of the block in which they were detected, so they can be placed on the same clock
+as the rest of the turn's latency marks.
+
+Besides the two events every consumer needs (SpeechStarted, SpeechEnded), the endpointer reports SpeechPaused a
+short moment (tail_ms) into a silence, with the utterance so far: the transcriber can start decoding it, and the app
+can start answering it speculatively, while the hang-over is still running; both reuse their work if the user does
+not resume (SpeechResumed). The audio of SpeechPaused and of the SpeechEnded that follows it without a resume are the
+same samples, which is what makes that reuse exact.
+
+The hang-over itself can be changed per pause with ``end_after``: once the speculative transcript says the sentence
+is finished (voicecli.listen.turn_completion), the turn is confirmed sooner; an unfinished one waits longer.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from voicecli.audio.rates import SPEECH_RATE
+
+"""The rate of everything the user says: what Silero VAD and Whisper consume, and what the microphone delivers."""
+WINDOW = 512
+"""Samples per VAD window: the only size Silero v5/v6 accepts at 16 kHz (32 ms)."""
+_CONTEXT = 64
+_WINDOW_MS = WINDOW * 1000 / SPEECH_RATE
+
+Audio = NDArray[np.float32]
+
+
+def silero_model_path() -> Path:
+    """The Silero VAD ONNX file bundled with faster-whisper, found without importing faster-whisper (slow)."""
+    spec = importlib.util.find_spec("faster_whisper")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("faster-whisper is not installed: it carries the Silero VAD model")
+    for location in spec.submodule_search_locations:
+        path = Path(location) / "assets" / "silero_vad_v6.onnx"
+        if path.is_file():
+            return path
+    raise FileNotFoundError("silero_vad_v6.onnx not found inside the installed faster-whisper")
+
+
+class SileroVad:
+    """Streaming Silero VAD: feed consecutive 512-sample windows, get one speech probability per window."""
+
+    def __init__(self, model_path: Path | None = None) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        # One thread: a window is ~0.1 ms of work, more threads only add wake-up cost and steal cores from Whisper.
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 4
+        self._session: Any = onnxruntime.InferenceSession(
+            str(model_path or silero_model_path()), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the stream so far (a new, unrelated audio stream follows)."""
+        self._h = np.zeros((1, 1, 128), dtype=np.float32)
+        self._c = np.zeros((1, 1, 128), dtype=np.float32)
+        self._context = np.zeros(_CONTEXT, dtype=np.float32)
+
+    def __call__(self, window: Audio) -> float:
+        if window.shape != (WINDOW,):
+            raise ValueError(f"Silero VAD takes windows of exactly {WINDOW} samples at 16 kHz, got {window.shape}")
+        model_input = np.concatenate([self._context, window.astype(np.float32, copy=False)])[np.newaxis, :]
+        prob, self._h, self._c = self._session.run(None, {"input": model_input, "h": self._h, "c": self._c})
+        self._context = model_input[0, -_CONTEXT:].copy()
+        return float(np.asarray(prob).reshape(-1)[0])
+
+
+# -- events ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    """Speech confirmed (min_speech_ms of it): `at` is the monotonic time of the block where that happened."""
+
+    at: float
+    turn: int
+
+
+@dataclass(frozen=True)
+class SpeechPaused:
+    """tail_ms of silence inside a turn: a good moment to start decoding `audio` speculatively."""
+
+    at: float
+    turn: int
+    audio: Audio
+
+
+@dataclass(frozen=True)
+class SpeechResumed:
+    """Speech came back after a SpeechPaused: any speculative work on that pause is stale."""
+
+    at: float
+    turn: int
+
+
+@dataclass(frozen=True)
+class SpeechEnded:
+    """End of turn. `audio` is the utterance: pre-roll + speech + tail_ms of the silence after it.
+
+    `last_speech_at` is the time of the block holding the last speech window, i.e. when the user stopped talking;
+    `at` is when the endpointer became sure of it. `forced` marks a turn cut at max_utterance_ms.
+    """
+
+    at: float
+    turn: int
+    audio: Audio
+    last_speech_at: float
+    forced: bool = False
+
+
+TurnEvent = SpeechStarted | SpeechPaused | SpeechResumed | SpeechEnded
+
+
+class TurnDetector(Protocol):
+    """What the app drives: feed every captured 16 kHz block, act on the events."""
+
+    def feed(self, block: Audio, at: float | None = None) -> list[TurnEvent]: ...
+
+    @property
+    def speech_probability(self) -> float: ...
+
+
+def _as_mono(block: Audio) -> Audio:
+    samples = np.asarray(block, dtype=np.float32)
+    return samples.reshape(-1) if samples.ndim == 1 or samples.shape[-1] == 1 else samples.mean(axis=-1)
+
+
+def _windows(ms: float) -> int:
+    return max(0, math.ceil(ms / _WINDOW_MS))
+
+
+# -- voice-activity endpointer ---------------------------------------------------------------------------------------
+
+
+class Endpointer:
+    """Turns a live 16 kHz stream into turn events with Silero VAD and a silence hang-over.
+
+    - A turn starts once `min_speech_ms` of windows reach `threshold` without a drop below the lower hysteresis
+      threshold (threshold - 0.15, as Silero's own segmenter does); shorter blips (a cough, a click) are ignored.
+    - The utterance keeps `pre_roll_ms` of audio from before the onset, so soft first consonants reach Whisper.
+    - The turn ends after `silence_ms` without speech; the audio keeps only `tail_ms` of that silence.
+    - `speculate`: also report SpeechPaused after `tail_ms` of silence (and SpeechResumed if speech returns).
+    """
+
+    def __init__(
+        self,
+        silence_ms: int = 700,
+        threshold: float = 0.5,
+        min_speech_ms: int = 250,
+        pre_roll_ms: int = 300,
+        *,
+        tail_ms: int = 250,
+        speculate: bool = True,
+        max_utterance_ms: int = 30_000,
+        vad: SileroVad | None = None,
+    ) -> None:
+        if not 0.0 < threshold < 1.0:
+            raise ValueError("threshold must be between 0 and 1")
+        if tail_ms >= silence_ms:
+            raise ValueError("tail_ms must be shorter than silence_ms")
+        self.threshold = threshold
+        self.neg_threshold = max(threshold - 0.15, 0.01)
+        self._silence_windows = max(1, _windows(silence_ms))
+        self._min_speech_windows = max(1, _windows(min_speech_ms))
+        self._tail_windows = _windows(tail_ms)
+        self._max_windows = max(self._silence_windows + 1, _windows(max_utterance_ms))
+        self._speculate = speculate
+        self._vad = vad or SileroVad()
+        self._pre_roll: deque[Audio] = deque(maxlen=max(0, _windows(pre_roll_ms)))
+        self._pending = np.zeros(0, dtype=np.float32)
+        self._turn = 0
+        self._speech_probability = 0.0
+        self._reset_turn_state()
+
+    def _reset_turn_state(self) -> None:
+        self._candidate: list[Audio] = []
+        self._candidate_voiced = 0
+        self._in_speech = False
+        self._utterance: list[Audio] = []
+        self._last_speech_index = -1  # index in _utterance of the last window at/above threshold
+        self._last_speech_at = 0.0
+        self._silent_run = 0  # windows since the last speech window (0 when speech is ongoing)
+        self._paused = False
+        self._pause_silence_windows: int | None = None  # end_after() for the current pause
+
+    @property
+    def speech_probability(self) -> float:
+        """Highest speech probability in the latest block: read it for barge-in (is the user talking over us?)."""
+        return self._speech_probability
+
+    @property
+    def in_speech(self) -> bool:
+        """True between SpeechStarted and SpeechEnded."""
+        return self._in_speech
+
+    def paused_in(self, turn: int) -> bool:
+        """True while turn `turn` is in a pause (after its SpeechPaused, before a resume or its end)."""
+        return self._in_speech and self._paused and self._turn == turn
+
+    @property
+    def last_speech_at(self) -> float:
+        """Time of the block holding the current turn's last speech window."""
+        return self._last_speech_at
+
+    def end_after(self, silence_ms: int) -> None:
+        """End the current pause's turn after `silence_ms` of silence instead of the default hang-over.
+
+        Only meaningful while paused (after SpeechPaused); a resume restores the default. If that much silence has
+        already passed, the turn ends with the next window fed.
+        """
+        if self._in_speech and self._paused:
+            self._pause_silence_windows = max(self._tail_windows + 1, _windows(silence_ms))
+
+    def reset(self) -> None:
+        """Drop any turn in progress and the VAD state (e.g. after the microphone was reopened)."""
+        self._vad.reset()
+        self._pre_roll.clear()
+        self._pending = np.zeros(0, dtype=np.float32)
+        self._speech_probability = 0.0
+        self._reset_turn_state()
+
+    def feed(self, block: Audio, at: float | None = None) -> list[TurnEvent]:
+        """Process one captured block (any length, 16 kHz mono); `at` defaults to now (monotonic)."""
+        stamp = time.monotonic() if at is None else at
+        samples = np.concatenate([self._pending, _as_mono(block)])
+        usable = len(samples) - len(samples) % WINDOW
+        self._pending = samples[usable:].copy()
+        events: list[TurnEvent] = []
+        highest: float | None = None
+        for start in range(0, usable, WINDOW):
+            window = samples[start : start + WINDOW].copy()
+            prob = self._vad(window)
+            highest = prob if highest is None else max(highest, prob)
+            self._step(window, prob, stamp, events)
+        if highest is not None:
+            self._speech_probability = highest
+        return events
+
+    def _step(self, window: Audio, prob: float, at: float, events: list[TurnEvent]) -> None:
+        if not self._in_speech:
+            self._step_idle(window, prob, at, events)
+            return
+        self._utterance.append(window)
+        if prob >= self.threshold:
+            if self._paused:
+                events.append(SpeechResumed(at, self._turn))
+            self._paused = False
+            self._pause_silence_windows = None
+            self._silent_run = 0
+            self._last_speech_index = len(self._utterance) - 1
+            self._last_speech_at = at
+        elif prob < self.neg_threshold or self._silent_run > 0:
+            # Between the two thresholds the previous state holds: speech stays speech, silence keeps counting.
+            self._silent_run += 1
+        else:
+            self._last_speech_index = len(self._utterance) - 1
+            self._last_speech_at = at
+        silence_windows = self._silence_windows
+        if self._paused and self._pause_silence_windows is not None:
+            silence_windows = self._pause_silence_windows
+        if self._silent_run >= silence_windows:
+            events.append(SpeechEnded(at, self._turn, self._cut(), self._last_speech_at))
+            self._finish_turn()
+        elif self._speculate and not self._paused and self._silent_run >= max(1, self._tail_windows):
+            self._paused = True
+            events.append(SpeechPaused(at, self._turn, self._cut()))
+        elif len(self._utterance) >= self._max_windows:
+            events.append(SpeechEnded(at, self._turn, self._cut(), self._last_speech_at, forced=True))
+            self._finish_turn()
+
+    def _step_idle(self, window: Audio, prob: float, at: float, events: list[TurnEvent]) -> None:
+        if not self._candidate and prob < self.threshold:
+            self._pre_roll.append(window)
+            return
+        if self._candidate and prob < self.neg_threshold:
+            # A blip, not speech: it becomes ordinary history for the pre-roll.
+            self._pre_roll.extend(self._candidate)
+            self._pre_roll.append(window)
+            self._candidate, self._candidate_voiced = [], 0
+            return
+        self._candidate.append(window)
+        if prob >= self.threshold:
+            self._candidate_voiced += 1
+        if self._candidate_voiced >= self._min_speech_windows:
+            self._turn += 1
+            self._in_speech = True
+            self._utterance = [*self._pre_roll, *self._candidate]
+            self._pre_roll.clear()
+            self._candidate, self._candidate_voiced = [], 0
+            self._last_speech_index = len(self._utterance) - 1
+            self._last_speech_at = at
+            events.append(SpeechStarted(at, self._turn))
+
+    def _cut(self) -> Audio:
+        end = min(len(self._utterance), self._last_speech_index + 1 + self._tail_windows)
+        return np.concatenate(self._utterance[:end])
+
+    def _finish_turn(self) -> None:
+        # The trailing silence is the pre-roll of whatever comes next.
+        tail = self._utterance[-self._pre_roll.maxlen :] if self._pre_roll.maxlen else []
+        self._reset_turn_state()
+        self._pre_roll.extend(tail)
+
+
+# -- push-to-talk ----------------------------------------------------------------------------------------------------
+
+
+class PushToTalk:
+    """Turns bounded by a key instead of the VAD: same events, so the rest of the app does not care which is used.
+
+    Audio fed while released is kept only as pre-roll (people start talking as they press); while pressed it is all
+    kept. release() ends the turn at once: no hang-over to wait for.
+    """
+
+    def __init__(self, pre_roll_ms: int = 300, max_utterance_ms: int = 120_000) -> None:
+        self._pre_roll_samples = int(pre_roll_ms * SPEECH_RATE / 1000)
+        self._max_samples = int(max_utterance_ms * SPEECH_RATE / 1000)
+        self._history: deque[Audio] = deque()
+        self._history_samples = 0
+        self._utterance: list[Audio] = []
+        self._utterance_samples = 0
+        self._pressed = False
+        self._turn = 0
+        self._last_block_at = 0.0
+
+    @property
+    def pressed(self) -> bool:
+        return self._pressed
+
+    @property
+    def speech_probability(self) -> float:
+        """1.0 while the key is held: pressing the key is the user's explicit claim to the floor."""
+        return 1.0 if self._pressed else 0.0
+
+    def press(self, at: float | None = None) -> SpeechStarted | None:
+        """Key down: start a turn (None if already pressed)."""
+        if self._pressed:
+            return None
+        self._pressed = True
+        self._turn += 1
+        self._utterance = list(self._history)
+        self._utterance_samples = self._history_samples
+        self._history.clear()
+        self._history_samples = 0
+        return SpeechStarted(time.monotonic() if at is None else at, self._turn)
+
+    def release(self, at: float | None = None) -> SpeechEnded | None:
+        """Key up: end the turn with everything fed since press() (None if it was not pressed)."""
+        if not self._pressed:
+            return None
+        return self._end(time.monotonic() if at is None else at, forced=False)
+
+    def feed(self, block: Audio, at: float | None = None) -> list[TurnEvent]:
+        samples = _as_mono(block).copy()
+        self._last_block_at = time.monotonic() if at is None else at
+        if not self._pressed:
+            self._history.append(samples)
+            self._history_samples += len(samples)
+            while self._history and self._history_samples - len(self._history[0]) >= self._pre_roll_samples:
+                self._history_samples -= len(self._history.popleft())
+            return []
+        self._utterance.append(samples)
+        self._utterance_samples += len(samples)
+        if self._utterance_samples >= self._max_samples:
+            return [self._end(self._last_block_at, forced=True)]
+        return []
+
+    def _end(self, at: float, forced: bool) -> SpeechEnded:
+        audio = np.concatenate(self._utterance) if self._utterance else np.zeros(0, dtype=np.float32)
+        self._pressed = False
+        self._utterance, self._utterance_samples = [], 0
+        return SpeechEnded(at, self._turn, audio, last_speech_at=at, forced=forced)

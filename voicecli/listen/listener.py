@@ -1,0 +1,265 @@
+"""The input half of the data flow: microphone -> endpointing -> transcription -> a spoken turn.
+
+It also decides when the user talks over the assistant (barge-in). Outside browsers there is no echo cancellation,
+so by default the microphone is gated while the assistant speaks: blocks reach the endpointer only when the input
+is clearly louder than what is being played (`echo_margin_db` above the playback level). Speech that passes the gate
+is a barge-in: the app stops playback at once and answers the new turn.
+
+Speculation: at a short pause (SpeechPaused) the utterance so far is transcribed at once. That draft does two
+things. It chooses the hang-over for this pause (voicecli.listen.turn_completion: a finished question is confirmed
+sooner, an unfinished one waits longer), and it is offered to the app as a SpokenDraft, which the app may start
+answering while playback is held. Speech that resumes withdraws the draft (DraftWithdrawn); the confirmed turn
+(SpokenTurn) carries the same `turn` number, and the same text when nothing was said since the pause, so the app can
+tell whether its speculative answer is the right one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from voicecli.audio.levels import rms_dbfs
+from voicecli.audio.rates import SPEECH_RATE
+from voicecli.config import Config
+from voicecli.listen.endpointing import (
+    Endpointer,
+    PushToTalk,
+    SpeechEnded,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    TurnEvent,
+)
+from voicecli.listen.microphone import AudioBlock, Microphone
+from voicecli.listen.transcription import Transcript, TurnTranscriber
+from voicecli.listen.turn_completion import TurnEndPolicy
+
+
+@dataclass(frozen=True)
+class SpokenTurn:
+    """What the user said, with the turn's input-side latency marks (speech_start, speech_end, transcript_ready,
+    turn_confirmed). `turn` is the endpointer's turn number, shared with the SpokenDraft of the same utterance."""
+
+    text: str
+    marks: dict[str, float]
+    audio_s: float
+    turn: int = 0
+
+
+@dataclass(frozen=True)
+class SpokenDraft:
+    """The utterance so far, transcribed at a pause before the turn is confirmed: answer it, but hold the audio."""
+
+    text: str
+    marks: dict[str, float]
+    turn: int
+    hold_ms: int
+    """The hang-over chosen for this pause from the text (how long until the turn is confirmed)."""
+
+
+@dataclass(frozen=True)
+class DraftWithdrawn:
+    """The user spoke again after a SpokenDraft: any answer to it must be dropped unheard."""
+
+    turn: int
+
+
+@dataclass(frozen=True)
+class BargeIn:
+    """Speech passed the echo gate while the assistant was speaking."""
+
+    at: float
+
+
+@dataclass(frozen=True)
+class InputLevel:
+    """The microphone's level in dBFS, at most ten times a second (for the level meter)."""
+
+    db: float
+    gated: bool
+
+
+@dataclass(frozen=True)
+class HeardNothing:
+    """A turn was detected but transcribed to nothing (a cough, a door): no answer is given."""
+
+    audio_s: float
+
+
+ListenEvent = SpokenTurn | SpokenDraft | DraftWithdrawn | BargeIn | InputLevel | HeardNothing
+
+
+@dataclass
+class EchoGate:
+    """Lets microphone audio through while the assistant speaks only when it is clearly louder than the playback."""
+
+    enabled: bool = True
+    margin_db: float = 6.0
+    is_speaking: Callable[[], bool] = field(default=lambda: False)
+    playback_db: Callable[[], float] = field(default=lambda: -120.0)
+
+    def passes(self, level_db: float) -> bool:
+        if not self.enabled or not self.is_speaking():
+            return True
+        return level_db > self.playback_db() + self.margin_db
+
+
+class Listener:
+    """Runs until cancelled, turning microphone blocks into ListenEvents for `on_event`."""
+
+    def __init__(
+        self,
+        microphone: Microphone,
+        detector: Endpointer | PushToTalk,
+        transcriber: TurnTranscriber,
+        on_event: Callable[[ListenEvent], None],
+        gate: EchoGate | None = None,
+        policy: TurnEndPolicy | None = None,
+    ) -> None:
+        self.microphone = microphone
+        self.detector = detector
+        self.transcriber = transcriber
+        self._on_event = on_event
+        self.gate = gate or EchoGate()
+        self.policy = policy or TurnEndPolicy()
+        self._speech_start: float | None = None
+        self._draft_turn: int | None = None  # turn of the last SpokenDraft not yet withdrawn or confirmed
+        self._last_level = 0.0
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> None:
+        self.microphone.start()
+        try:
+            async for block in self.microphone.blocks():
+                self._block(block)
+        finally:
+            self.microphone.stop()
+            for task in self._pending:
+                task.cancel()
+
+    def use_detector(self, detector: Endpointer | PushToTalk) -> None:
+        """Switch between voice activity detection and push-to-talk (the F2 key)."""
+        self.detector = detector
+        self._speech_start = None
+
+    def press(self) -> None:
+        """Push-to-talk pressed (only meaningful with a PushToTalk detector)."""
+        if isinstance(self.detector, PushToTalk):
+            started = self.detector.press()
+            if started is not None:
+                self._event(started)
+
+    def release(self) -> None:
+        if isinstance(self.detector, PushToTalk):
+            ended = self.detector.release()
+            if ended is not None:
+                self._event(ended)
+
+    def _block(self, block: AudioBlock) -> None:
+        level = rms_dbfs(block.samples)
+        passes = self.gate.passes(level)
+        if block.at - self._last_level >= 0.1:
+            self._last_level = block.at
+            self._on_event(InputLevel(level, not passes))
+        samples = block.samples
+        if not passes and not isinstance(self.detector, PushToTalk):
+            samples = np.zeros_like(samples)  # gated: the detector hears silence, so a turn in progress still ends
+        for event in self.detector.feed(samples, block.at):
+            self._event(event)
+
+    def _event(self, event: TurnEvent) -> None:
+        if isinstance(event, SpeechStarted):
+            self._speech_start = event.at
+            if self.gate.is_speaking():
+                self._on_event(BargeIn(event.at))
+        if isinstance(event, SpeechResumed | SpeechStarted) and self._draft_turn is not None:
+            self._on_event(DraftWithdrawn(self._draft_turn))
+            self._draft_turn = None
+        future = self.transcriber.observe(event)
+        if future is None:
+            return
+        if isinstance(event, SpeechPaused):
+            self._spawn(self._draft(future, event))
+        elif isinstance(event, SpeechEnded):
+            marks = {"speech_start": self._speech_start or event.last_speech_at, "speech_end": event.last_speech_at,
+                     "turn_confirmed": event.at}
+            self._spawn(self._finish(future, marks, len(event.audio) / SPEECH_RATE, event.turn))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _draft(self, future: asyncio.Future[Transcript], paused: SpeechPaused) -> None:
+        """The speculative transcript of a pause: pick this pause's hang-over, offer the draft to the app."""
+        with contextlib.suppress(asyncio.CancelledError):
+            transcript = await future
+            detector = self.detector
+            if not isinstance(detector, Endpointer) or not detector.paused_in(paused.turn):
+                return  # the user already resumed, or the turn already ended on the default hang-over
+            text = transcript.text.strip()
+            hold_ms = self.policy.silence_ms(text or None)
+            detector.end_after(hold_ms)
+            if text:
+                marks = {"speech_start": self._speech_start or paused.at, "speech_end": detector.last_speech_at,
+                         "transcript_ready": transcript.finished_at}
+                self._draft_turn = paused.turn
+                self._on_event(SpokenDraft(text, marks, paused.turn, hold_ms))
+
+    async def _finish(self, future: asyncio.Future[Transcript], marks: dict[str, float], audio_s: float,
+                      turn: int) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            transcript = await future
+            marks["transcript_ready"] = transcript.finished_at
+            self._draft_turn = None
+            if transcript.text.strip():
+                self._on_event(SpokenTurn(transcript.text.strip(), marks, audio_s, turn))
+            else:
+                self._on_event(HeardNothing(audio_s))
+
+
+def make_detector(input_mode: str, silence_ms: int, speculate_ms: int = 250) -> Endpointer | PushToTalk:
+    if input_mode == "push_to_talk":
+        return PushToTalk()
+    return Endpointer(silence_ms=silence_ms, tail_ms=min(speculate_ms, silence_ms - 1))
+
+
+def turn_end_policy(config: Config) -> TurnEndPolicy:
+    return TurnEndPolicy(
+        default_ms=config.audio.vad_silence_ms,
+        complete_ms=config.audio.turn_end_complete_ms,
+        incomplete_ms=config.audio.turn_end_incomplete_ms,
+        transcript_aware=config.audio.transcript_aware_turn_end,
+    )
+
+
+def open_listener(
+    config: Config, on_event: Callable[[ListenEvent], None], gate: EchoGate | None = None
+) -> Listener:
+    """Microphone, detector and a warmed-up Whisper model from config. Raises NoMicrophoneError (typing still works)
+    or WhisperModelMissing (names the install command). Blocking (~1-2 s): call it via asyncio.to_thread."""
+    from voicecli.listen.transcription import transcriber_from_config
+
+    wanted = config.audio.input_device
+    microphone = Microphone(int(wanted) if wanted.isdigit() else (wanted or None))
+    transcriber = transcriber_from_config(config)
+    transcriber.warm_up()
+    detector = make_detector(config.audio.input_mode, config.audio.vad_silence_ms,
+                             config.audio.speculate_ms)
+    return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate, turn_end_policy(config))
+
+
+async def open_gated_listener(
+    config: Config, on_event: Callable[[ListenEvent], None], is_speaking: Callable[[], bool], sink: object
+) -> Listener:
+    """The microphone as both front ends (the app, headless chat) start it: behind the echo gate, which compares the
+    microphone with what `sink` is playing while the assistant `is_speaking`. Opened off the event loop (~1-2 s).
+    Raises NoMicrophoneError or WhisperModelMissing, which the caller words for its screen."""
+    playback_db: Callable[[], float] = getattr(sink, "level_db", lambda: -120.0)
+    gate = EchoGate(config.audio.echo_gate, config.audio.echo_margin_db, is_speaking, playback_db)
+    return await asyncio.to_thread(open_listener, config, on_event, gate)

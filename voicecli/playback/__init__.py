@@ -1,0 +1,1 @@
+"""Decoded audio to the speaker: the sink interface, the speaker sink, the player."""

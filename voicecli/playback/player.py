@@ -1,0 +1,389 @@
+"""Playback of decoded answer audio through a sounddevice OutputStream fed from an in-memory queue.
+
+Why this shape:
+- The TTS sends audio faster than real time in bursts; a queue of blocks decouples the network from the audio
+  callback, which must never block or allocate much. The callback copies from the queue under a short lock.
+- Barge-in: ``stop()`` empties the queue at once, so the very next callback plays silence. What PortAudio and the
+  sound server already hold (the stream latency, DEFAULT_LATENCY_S) still plays out; that is the floor for "silence".
+- Starvation is silent in PortAudio (no status flag when the app simply has no data), so underruns are counted
+  here: a callback that had to zero-fill while an answer was still being written.
+- Latency marks: for each answer we record the monotonic time its first sample (and first audible sample) reaches
+  the DAC. PortAudio timestamps use the stream's own clock (on Linux/ALSA it follows the wall clock, not
+  time.monotonic), so inside the callback we take ``outputBufferDacTime - currentTime`` (how far ahead of "now" this
+  buffer will be heard, both in the stream clock) and add it to ``time.monotonic()`` read at callback entry. Where a
+  host API reports no DAC time (0), the stream's reported output latency is used instead.
+- A device that goes away mid-playback (USB unplugged, sound server killed) makes PortAudio end the stream by
+  itself: no more callbacks, so nothing would ever drain. ``write`` and ``wait_done`` notice a stream that is
+  neither active nor stopped by us and raise ``OutputStreamError`` saying what happened, instead of hanging.
+- Waking the event loop: whoever waits for playback (the pipeline) registers ``watch(wake)``; the audio thread
+  calls it when an answer's first audible sample is scheduled, when everything written has played out, and when
+  the stream stops (``stop()``, or the device going away), so nobody polls. ``wake`` runs on the audio thread and
+  must only hand over (loop.call_soon_threadsafe); if it raises, the error is dropped, never the stream.
+- Sample rate: the source is 24 kHz mono; PulseAudio accepts that directly. Devices that refuse it get the shared
+  streaming resampler (voicecli.audio.resample: libswresample, its state kept across the writes of one answer and
+  its tail flushed at the answer's end) and a channel up/down-mix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+import numpy as np
+from numpy.typing import NDArray
+
+from voicecli.audio.resample import StreamResampler
+from voicecli.audio_devices import AudioDeviceError, DeviceInfo, load_sounddevice, resolve_device, silence_alsa_errors
+from voicecli.wire.protocol import SAMPLE_RATE
+
+__all__ = ["DEFAULT_LATENCY_S", "AnswerTiming", "OutputStreamError", "PlaybackStats", "Player"]
+
+DEFAULT_LATENCY_S = 0.1
+"""PortAudio output latency. 0.02 s works on an idle machine, but measured on a loaded 2-core box (load ~11) every
+late callback (xrun) through the ALSA pulse plugin lost or shifted audio (correlation 0.6 at 0.05 s); 0.1 s gave
+zero late callbacks and correlation 0.99998. It adds ~80 ms to first audio and to barge-in silence vs 0.02 s."""
+
+STREAM_CHECK_S = 0.1
+"""How often a waiting ``wait_done`` looks whether the stream is still alive."""
+
+
+class OutputStreamError(AudioDeviceError):
+    """The output stream ended under us (device unplugged, sound server gone); the message says what to do."""
+
+
+AUDIBLE_THRESHOLD = 10 ** (-60 / 20)  # -60 dBFS: below this, a sample is treated as silence for "first audible"
+
+
+@dataclass(slots=True)
+class AnswerTiming:
+    """Latency marks for one answer (all time.monotonic() seconds)."""
+
+    first_write: float | None = None
+    first_sample_at_dac: float | None = None
+    first_audible_at_dac: float | None = None
+    last_sample_at_dac: float | None = None
+    frames_played: int = 0
+    ended: bool = False  # end_answer() was called: no more audio will be written for it
+    cancelled: bool = False  # dropped by stop()
+    underruns: int = 0  # callbacks that ran dry while this answer was still being written (PlaybackStats.underruns)
+
+
+@dataclass(slots=True)
+class PlaybackStats:
+    callbacks: int = 0
+    underruns: int = 0  # callbacks that zero-filled while an answer was still being written
+    late_callbacks: int = 0  # PortAudio output_underflow flags (the callback itself ran late)
+    frames_played: int = 0
+    frames_dropped_by_stop: int = 0
+    stop_requested_at: float | None = None
+    silence_at_dac_after_stop: float | None = None  # DAC time of the first zero-filled buffer after stop()
+    lead_times: list[float] = field(default_factory=list)  # a sample of DAC lead times seen by the callback
+
+
+@dataclass(slots=True)
+class _Block:
+    answer_id: str
+    data: NDArray[np.float32]  # (frames, stream_channels) at the stream rate
+    pos: int = 0
+
+
+class Player:
+    """Plays answers (float32 at ``source_rate``) on an output device; see the module docstring for the why."""
+
+    def __init__(
+        self,
+        device: str | int | None = None,
+        *,
+        source_rate: int = SAMPLE_RATE,
+        source_channels: int = 1,
+        latency: float | str = DEFAULT_LATENCY_S,
+        block_ms: float = 10.0,
+        stream_rate: int | None = None,
+        silence_alsa: bool = True,
+    ) -> None:
+        self._sd = load_sounddevice()
+        if silence_alsa:
+            silence_alsa_errors()
+        self.device: DeviceInfo = resolve_device(device, "output")
+        self.source_rate = source_rate
+        self.source_channels = source_channels
+        self._lock = threading.Lock()
+        self._drained = threading.Condition(self._lock)
+        self._queue: deque[_Block] = deque()
+        self._queued_frames = 0
+        self._timings: dict[str, AnswerTiming] = {}
+        self._current: str | None = None  # answer of the most recently played sample
+        self._stop_pending = False
+        self._last_dac_end = 0.0
+        self._wake: Callable[[], None] | None = None
+        self._playing_out = False  # written audio not yet played out: the callback wakes the watcher when it is
+        self.stats = PlaybackStats()
+        self._stream: Any = self._open_stream(latency, block_ms, stream_rate)
+        self._resampler: StreamResampler | None = None
+        if self.stream_rate != source_rate:
+            self._resampler = StreamResampler(source_rate, self.stream_rate, source_channels)
+        self._resampling_for: str | None = None
+        self._stream.start()
+
+    # -- opening -------------------------------------------------------------------------------------------------
+
+    def _open_stream(self, latency: float | str, block_ms: float, stream_rate: int | None) -> Any:
+        sd = self._sd
+        rates = [stream_rate] if stream_rate else [self.source_rate, round(self.device.default_samplerate)]
+        other = 2 if self.source_channels == 1 else 1
+        channel_options = [self.source_channels]
+        if other <= self.device.max_output_channels:
+            channel_options.append(other)
+        errors: list[str] = []
+        for rate in dict.fromkeys(rates):
+            for channels in channel_options:
+                if channels > self.device.max_output_channels:
+                    continue
+                blocksize = max(1, round(rate * block_ms / 1000))
+                try:
+                    sd.check_output_settings(
+                        device=self.device.index, channels=channels, dtype="float32", samplerate=rate
+                    )
+                    stream = sd.OutputStream(
+                        samplerate=rate, channels=channels, dtype="float32", device=self.device.index,
+                        blocksize=blocksize, latency=latency, callback=self._callback,
+                        finished_callback=self._notify,
+                    )  # fmt: skip
+                except sd.PortAudioError as exc:
+                    errors.append(f"{rate} Hz x{channels}: {exc}")
+                    continue
+                self.stream_rate = rate
+                self.stream_channels = channels
+                self.blocksize = blocksize
+                self.latency = float(stream.latency)
+                return stream
+        raise AudioDeviceError(f"cannot open output device {self.device.name!r}: " + "; ".join(errors))
+
+    # -- feeding -------------------------------------------------------------------------------------------------
+
+    def _to_stream_format(self, samples: NDArray[np.floating[Any]], answer_id: str) -> NDArray[np.float32]:
+        x = np.asarray(samples, dtype=np.float32)
+        if x.ndim == 1:
+            x = x.reshape(-1, self.source_channels)
+        if self._resampler is not None:  # before the channel mix: a mono answer is resampled once, not per channel
+            if self._resampling_for != answer_id:
+                self._resampler.reset()
+                self._resampling_for = answer_id
+            x = self._resampler.process(x)
+        return self._to_stream_channels(x)
+
+    def _to_stream_channels(self, x: NDArray[np.float32]) -> NDArray[np.float32]:
+        if x.shape[1] != self.stream_channels:
+            x = np.repeat(x[:, :1], self.stream_channels, axis=1) if x.shape[1] == 1 else x.mean(axis=1, keepdims=True)
+        return np.ascontiguousarray(x, dtype=np.float32)
+
+    def write(self, samples: NDArray[np.floating[Any]], answer_id: str) -> None:
+        """Queue samples (1-D interleaved or (frames, channels), float32 at source_rate) for ``answer_id``.
+
+        Audio for an answer cancelled by ``stop()`` is dropped (late TTS chunks of an interrupted answer).
+        Raises OutputStreamError when the device has gone away.
+        """
+        self.check_stream()
+        now = time.monotonic()
+        with self._lock:
+            timing = self._timings.setdefault(answer_id, AnswerTiming())
+            if timing.cancelled:
+                return
+            if timing.first_write is None:
+                timing.first_write = now
+        block = self._to_stream_format(samples, answer_id)
+        if block.shape[0] == 0:
+            return
+        with self._lock:
+            if timing.cancelled:
+                return
+            self._queue.append(_Block(answer_id, block))
+            self._queued_frames += block.shape[0]
+            self._playing_out = True
+
+    def end_answer(self, answer_id: str) -> None:
+        """All of this answer's audio has been written: running dry after it is not an underrun."""
+        if self._resampler is not None and self._resampling_for == answer_id:
+            self._resampling_for = None
+            tail = self._to_stream_channels(self._resampler.flush(ndim=2))  # what the filter still held
+            with self._lock:
+                timing = self._timings.get(answer_id)
+                if tail.shape[0] and timing is not None and not timing.cancelled:
+                    self._queue.append(_Block(answer_id, tail))
+                    self._queued_frames += tail.shape[0]
+        with self._lock:
+            self._timings.setdefault(answer_id, AnswerTiming()).ended = True
+
+    def stop(self, flush_device: bool = True) -> float:
+        """Barge-in: drop everything queued and cancel the answers written so far. Returns the monotonic time.
+
+        The next audio callback (within one block) plays silence. With ``flush_device`` the stream is also
+        aborted and restarted, which discards what PortAudio and the sound server already hold (up to the stream
+        latency) instead of letting it play out.
+        """
+        now = time.monotonic()
+        with self._lock:
+            self.stats.frames_dropped_by_stop += self._queued_frames
+            interrupted = {blk.answer_id for blk in self._queue}
+            self._queue.clear()
+            self._queued_frames = 0
+            for answer_id, timing in self._timings.items():
+                if answer_id in interrupted or not timing.ended:
+                    timing.cancelled = True
+            self._current = None
+            self._stop_pending = True
+            self.stats.stop_requested_at = now
+            self.stats.silence_at_dac_after_stop = None
+            self._playing_out = False
+            self._drained.notify_all()
+        if flush_device and self._stream is not None:
+            self._stream.abort()
+            self._stream.start()
+        self._notify()
+        return now
+
+    def watch(self, wake: Callable[[], None] | None) -> None:
+        """Call `wake` (on the audio thread) when playback moves on; see the module docstring."""
+        self._wake = wake
+
+    def _notify(self) -> None:
+        wake = self._wake
+        if wake is not None:
+            with contextlib.suppress(Exception):  # a closed event loop must not abort the audio stream
+                wake()
+
+    # -- the audio thread ----------------------------------------------------------------------------------------
+
+    def _callback(self, outdata: NDArray[np.float32], frames: int, time_info: Any, status: Any) -> None:
+        now = time.monotonic()
+        lead = float(time_info.outputBufferDacTime) - float(time_info.currentTime)
+        if not 0.0 <= lead < 2.0 or time_info.outputBufferDacTime == 0:
+            lead = self.latency
+        dac0 = now + lead
+        rate = self.stream_rate
+        wake = False
+        with self._lock:
+            stats = self.stats
+            stats.callbacks += 1
+            if status.output_underflow:
+                stats.late_callbacks += 1
+            if len(stats.lead_times) < 200:
+                stats.lead_times.append(lead)
+            if self._stop_pending:
+                self._stop_pending = False
+                stats.silence_at_dac_after_stop = dac0
+            filled = 0
+            queue = self._queue
+            while filled < frames and queue:
+                blk = queue[0]
+                n = min(frames - filled, blk.data.shape[0] - blk.pos)
+                chunk = blk.data[blk.pos : blk.pos + n]
+                outdata[filled : filled + n] = chunk
+                timing = self._timings[blk.answer_id]
+                at = dac0 + filled / rate
+                if timing.first_sample_at_dac is None:
+                    timing.first_sample_at_dac = at
+                if timing.first_audible_at_dac is None:
+                    loud = np.flatnonzero(np.abs(chunk).max(axis=1) > AUDIBLE_THRESHOLD)
+                    if loud.size:
+                        timing.first_audible_at_dac = at + int(loud[0]) / rate
+                        wake = True
+                timing.frames_played += n
+                timing.last_sample_at_dac = dac0 + (filled + n) / rate
+                self._current = blk.answer_id
+                blk.pos += n
+                filled += n
+                if blk.pos >= blk.data.shape[0]:
+                    queue.popleft()
+            self._queued_frames -= filled
+            stats.frames_played += filled
+            if filled:
+                self._last_dac_end = dac0 + filled / rate
+            if filled < frames:
+                outdata[filled:] = 0.0
+                current = self._timings.get(self._current) if self._current is not None else None
+                if current is not None and not current.ended and not current.cancelled:
+                    stats.underruns += 1
+                    current.underruns += 1
+                if not queue:
+                    self._drained.notify_all()
+            if not queue and self._playing_out and now >= self._last_dac_end:
+                self._playing_out = False  # the last sample written has left the DAC
+                wake = True
+        if wake:
+            self._notify()
+
+    # -- waiting and closing -------------------------------------------------------------------------------------
+
+    def timing(self, answer_id: str) -> AnswerTiming | None:
+        with self._lock:
+            t = self._timings.get(answer_id)
+            return None if t is None else dataclasses.replace(t)
+
+    def first_audible(self, answer_id: str) -> float | None:
+        """Monotonic time the answer's first audible sample reached the DAC (None until it has)."""
+        t = self.timing(answer_id)
+        return None if t is None else t.first_audible_at_dac
+
+    @property
+    def queued_seconds(self) -> float:
+        with self._lock:
+            return self._queued_frames / self.stream_rate
+
+    def check_stream(self) -> None:
+        """Raise OutputStreamError if PortAudio ended the stream by itself (it does when the device goes away)."""
+        stream = self._stream
+        if stream is None or stream.active or stream.stopped:
+            return
+        with self._lock:
+            lost = self._queued_frames / self.stream_rate
+        raise OutputStreamError(
+            f"the audio output stopped: device {self.device.name!r} went away (unplugged, or the sound server "
+            f"stopped) with {lost:.1f} s of audio unplayed; check the output device with `voicecli doctor`, "
+            "then restart the chat"
+        )
+
+    def wait_done(self, timeout: float | None = None) -> bool:
+        """Block until everything written so far has been played out of the DAC. False on timeout.
+
+        Raises OutputStreamError when the device goes away meanwhile (the queue would never drain).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.check_stream()
+            with self._lock:
+                if not self._queue:
+                    end = self._last_dac_end
+                    break
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._drained.wait(STREAM_CHECK_S if remaining is None else min(remaining, STREAM_CHECK_S))
+        tail = end - time.monotonic()
+        if tail > 0:
+            if deadline is not None and time.monotonic() + tail > deadline:
+                time.sleep(max(0.0, deadline - time.monotonic()))
+                return False
+            time.sleep(tail)
+        return True
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.stop()
+            self._stream.close()
+            self._stream = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

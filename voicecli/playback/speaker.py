@@ -1,0 +1,71 @@
+"""The speaker as the pipeline sees it: playback.Player behind the AudioSink interface, and the choice of sink."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from voicecli.audio.levels import rms_dbfs
+from voicecli.audio.pcm import Samples
+from voicecli.config import Config
+from voicecli.playback.player import Player
+from voicecli.playback.sinks import AudioSink, CollectingSink
+
+
+class Speaker:
+    """Plays each answer as its samples arrive; reports when the first audible sample reached the device."""
+
+    def __init__(self, player: Player) -> None:
+        self.player = player
+        self._level_db = -120.0
+
+    def write(self, samples: Samples, answer_id: str) -> None:
+        if samples.size:
+            self._level_db = rms_dbfs(samples)
+        self.player.write(samples, answer_id)
+
+    def level_db(self) -> float:
+        """Level of the audio being played (the echo gate compares the microphone with it); silence when idle."""
+        return self._level_db if self.player.queued_seconds > 0 else -120.0
+
+    def finish(self, answer_id: str) -> None:
+        self.player.end_answer(answer_id)
+
+    def first_played(self, answer_id: str) -> float | None:
+        return self.player.first_audible(answer_id)
+
+    def underruns(self, answer_id: str) -> int:
+        timing = self.player.timing(answer_id)
+        return 0 if timing is None else timing.underruns
+
+    def stop(self) -> None:
+        self.player.stop()
+
+    def drained(self) -> bool:
+        return self.player.wait_done(timeout=0)
+
+    def watch(self, wake: Callable[[], None]) -> None:
+        self.player.watch(wake)
+
+    def close(self) -> None:
+        self.player.close()
+
+
+def open_speaker(config: Config) -> Speaker:
+    """The configured output device (audio.output_device: name, index, or empty for the default)."""
+    wanted = config.audio.output_device
+    device: str | int | None = int(wanted) if wanted.isdigit() else (wanted or None)
+    return Speaker(Player(device, latency=config.audio.output_latency_ms / 1000))
+
+
+def open_sink(config: Config, mute: bool, out: Path | None) -> tuple[AudioSink, str]:
+    """The speaker when there is one; otherwise keep the audio (saved with --out) and say why nothing is heard.
+
+    Both front ends (the app and headless chat) start their session with this.
+    """
+    if mute or out is not None:
+        return CollectingSink(), "muted" if mute else f"saving to {out}"
+    try:
+        return open_speaker(config), "speaker"
+    except Exception as exc:  # no PortAudio, no device, device busy: typing and answers still work
+        return CollectingSink(), f"no audio output ({exc}); answers are shown, not played"

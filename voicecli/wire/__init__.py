@@ -1,0 +1,1 @@
+"""What client and endpoint share: the protocol, the listener's playout model, the server's options."""
