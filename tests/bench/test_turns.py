@@ -3,7 +3,6 @@ per-mode summary, and (slow) the whole bench end to end on the real models with 
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from pathlib import Path
@@ -26,13 +25,14 @@ from voicecli.bench.turns import (
 )
 from voicecli.cli import main
 from voicecli.converse.timeline import TurnTimeline
+from voicecli.converse.turn_lines import TurnLine
 
 QUESTION = Question("q01", "What is the capital of France?", Path("q01.wav"), 22_050, 2.6, 0.3, 2.3, ())
 
 
 def timeline_line(speech_end: float, marks: dict[str, float], speculations: dict[str, int] | None = None,
                   underruns: int = 0) -> str:
-    """A `timeline {json}` line exactly as `voicecli chat --no-tui` prints it, from a real TurnTimeline."""
+    """A turn_finished line exactly as `voicecli chat --no-tui` prints it, from a real TurnTimeline."""
     timeline = TurnTimeline(1, "bidi", "spoken")
     timeline.underruns = underruns
     timeline.mark("speech_end", speech_end)
@@ -41,15 +41,19 @@ def timeline_line(speech_end: float, marks: dict[str, float], speculations: dict
     data: dict[str, Any] = timeline.to_json()
     if speculations is not None:
         data["speculations"] = speculations
-    return "timeline " + json.dumps(data)
+    return TurnLine("turn_finished", 1, "Paris.", timeline=data).encode()
+
+
+def started_line(text: str) -> str:
+    return TurnLine("turn_started", 1, text, origin="spoken").encode()
 
 
 def observed(transcripts: list[str], question_end: float = 10.0, answer_start: float | None = 11.2,
              speculations: dict[str, int] | None = None, underruns: int = 0) -> Observation:
     obs = Observation("bidi", 0, QUESTION, played_at=7.0)
     for index, text in enumerate(transcripts):
-        obs.take(f"you (spoken)> {text}", 12.0 + index)
-        obs.take(f"assistant> Paris {index}.", 12.5 + index)
+        obs.take(started_line(text), 12.0 + index)
+        obs.take("a line that is not JSON is ignored", 12.5 + index)
         obs.take(timeline_line(10.0, {"transcript_ready": 700.0, "first_audio_played": 1100.0}, speculations,
                                underruns), 13.0 + index)
     obs.question_start, obs.question_end, obs.answer_start = 8.0, question_end, answer_start
@@ -64,7 +68,7 @@ def test_one_turn_answered_after_the_question_is_not_premature() -> None:
     assert sample.metrics["felt_latency_ms"] == pytest.approx(1200.0)
     assert sample.metrics["mark_transcript_ready"] == 700.0 and sample.metrics["mark_first_audio_played"] == 1100.0
     assert sample.metrics["mark_llm_first_token"] is None  # not reached: None, not 0
-    assert sample.detail["answers"] == ["Paris 0."] and sample.detail["missed"] is False
+    assert sample.detail["answers"] == ["Paris."] and sample.detail["missed"] is False
 
 
 def test_a_question_split_into_two_turns_is_premature() -> None:
@@ -93,13 +97,13 @@ def test_a_turn_settles_only_when_every_begun_turn_has_its_timeline_and_the_spea
     obs.last_line_at = 3.0
     assert not obs.settled(3.0 + MISS_S - 1, speaker_quiet=True)  # not taken as a turn yet
     assert obs.settled(3.0 + MISS_S, speaker_quiet=True)  # missed
-    obs.take("you (spoken)> What is", 4.0)
+    obs.take(started_line("What is"), 4.0)
     assert not obs.settled(100.0, speaker_quiet=True)  # its answer is still coming
     obs.take(timeline_line(3.5, {"first_audio_played": 1000.0}), 6.0)
     assert not obs.settled(6.0 + SETTLE_S, speaker_quiet=False)  # still playing
     assert not obs.settled(6.0 + SETTLE_S / 2, speaker_quiet=True)  # a second turn could still begin
     assert obs.settled(6.0 + SETTLE_S, speaker_quiet=True)
-    obs.take("you (spoken)> the capital of France?", 6.5)  # a split: wait for its answer too
+    obs.take(started_line("the capital of France?"), 6.5)  # a split: wait for its answer too
     assert not obs.settled(20.0, speaker_quiet=True)
 
 

@@ -8,7 +8,6 @@ causality, not by a clock.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading
@@ -22,6 +21,7 @@ from tests.conftest import REPO, RunningServer
 from tests.pulse import PrivatePulse
 from tests.standins import bedrock as standin
 from tests.standins.bedrock import BedrockStandIn
+from voicecli.converse.turn_lines import TurnLine, read_line
 
 pytestmark = pytest.mark.slow
 AUDIBLE_DBFS = -45.0
@@ -71,13 +71,12 @@ class Chat:
                 raise AssertionError(f"no {needle!r} in stderr:\n" + "\n".join(self.stderr))
             time.sleep(0.05)
 
-    def finish(self, timeout: float = 300) -> tuple[list[str], list[dict[str, Any]]]:
+    def finish(self, timeout: float = 300) -> tuple[list[TurnLine], list[dict[str, Any]]]:
         out, _ = self.process.communicate(timeout=timeout)
         self._reader.join(timeout=5)
         assert self.process.returncode == 0, "\n".join(self.stderr)
-        lines = out.splitlines()
-        timelines = [json.loads(line[len("timeline "):]) for line in lines if line.startswith("timeline ")]
-        return lines, timelines
+        turns = [turn for line in out.splitlines() if (turn := read_line(line)) is not None]
+        return turns, [turn.timeline for turn in turns if turn.event == "turn_finished"]
 
 
 def wait_audible(recorder: Any, timeout: float = 300) -> None:
@@ -105,7 +104,7 @@ def test_spoken_turn_is_transcribed_answered_and_heard(
         release.set()  # ... and only now may the LLM finish its answer
         lines, timelines = chat.finish()
         captured = recorder.stop()
-    heard = next(line for line in lines if line.startswith("you (spoken)> ")).lower()
+    heard = next(turn.text for turn in lines if turn.origin == "spoken").lower()
     assert "spider" in heard and "legs" in heard
     assert "question" not in heard
     assert bedrock.requests[0].body["messages"][-1]["content"][0]["text"].lower().startswith("how many legs")
@@ -148,10 +147,10 @@ def test_barge_in_stops_the_answer_and_answers_the_new_turn(
         lines, timelines = chat.finish()
         never.set()
         recorder.stop()
-    spoken = [line for line in lines if line.startswith("you (spoken)> ")]
+    spoken = [turn.text for turn in lines if turn.origin == "spoken"]
     assert len(spoken) == 2 and "plus" in spoken[1].lower()
     assert timelines[0]["interrupted"] and not timelines[1]["interrupted"]
-    answers = [line for line in lines if line.startswith("assistant> ")]
+    answers = [turn.text for turn in lines if turn.event == "turn_finished"]
     assert "four" in answers[1].lower()
     stopped = [line for line in chat.stderr if "playback stopped" in line]
     assert stopped, chat.stderr

@@ -17,8 +17,8 @@ honest way to include none of that in the app's latency. The WAV file's own last
 (`question_voiced_s_file` vs `question_voiced_s_heard`): when the two disagree the sink did not run at real time.
 
 Sound is a 10 ms window above -40 dBFS, refined to the sample (voicecli.bench.audio_marks). A premature answer is
-a question that the app split into more than one turn (more than one `you (spoken)>` line for one played
-question), or whose answer was audible before the question's last voiced sample. Between questions the bench
+a question that the app split into more than one turn (more than one spoken `turn_started` line for one
+played question), or whose answer was audible before the question's last voiced sample. Between questions the bench
 waits until the app has printed the turn's timeline and the speaker has been quiet for a second, so turns never
 overlap; lines the app prints before the next question starts still belong to this one (a split second half).
 """
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import queue
 import signal
 import subprocess
@@ -60,6 +59,7 @@ from voicecli.bench.virtual_audio import MIC_SOURCE, SPEAKER_MONITOR, PrivatePul
 from voicecli.config import Config
 from voicecli.converse.session import llm_label
 from voicecli.converse.timeline import summarize
+from voicecli.converse.turn_lines import read_line
 from voicecli.errors import UserError
 
 MODES: tuple[str, ...] = ("bidi", "batch")
@@ -146,12 +146,14 @@ class Observation:
     def take(self, line: str, at: float) -> None:
         """Attribute one stdout line of the app to this question."""
         self.last_line_at = at
-        if line.startswith("you (spoken)> "):
-            self.transcripts.append(line.removeprefix("you (spoken)> ").strip())
-        elif line.startswith("assistant> "):
-            self.answers.append(line.removeprefix("assistant> ").strip())
-        elif line.startswith("timeline "):
-            self.timelines.append(json.loads(line.removeprefix("timeline ")))
+        turn = read_line(line)
+        if turn is None:
+            return
+        if turn.event == "turn_started" and turn.origin == "spoken":
+            self.transcripts.append(turn.text.strip())
+        elif turn.event == "turn_finished":
+            self.answers.append(turn.text)
+            self.timelines.append(turn.timeline)
 
     def sample(self) -> Sample:
         marks: dict[str, float] = self.timelines[0].get("marks_ms", {}) if self.timelines else {}

@@ -3,8 +3,10 @@
 Headless forms:
 - `--text "..."`: one typed turn, then exit;
 - `--wav in.wav [--out reply.wav]`: one spoken turn from a file (transcribed locally), answer saved or played;
-- `--no-tui`: a conversation on stdin and the microphone (when there is one), logged to stdout: `you>` lines,
-  `assistant>` lines, and one `timeline {json}` line per turn.
+- `--no-tui`: a conversation on stdin and the microphone (when there is one).
+Each writes its turns on stdout as JSON lines (voicecli.converse.turn_lines: turn_started, turn_finished with the
+turn's timeline, turn_failed), for scripts and `voicecli bench turns`; stderr shows the same conversation as prose
+(`you>`, `assistant>`, the latency summary) for a person watching.
 
 All share one session (voicecli.converse.session) and one pipeline; they differ only in how turns come in and how
 answers and latency are shown.
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import time
 from pathlib import Path
@@ -30,6 +31,7 @@ from voicecli.converse.pipeline import (
 )
 from voicecli.converse.session import STARTUP_ERRORS, Session, open_session
 from voicecli.converse.timeline import KEY_SPANS, TurnTimeline
+from voicecli.converse.turn_lines import line_of
 from voicecli.converse.turn_taking import TurnTaker
 from voicecli.playback.sinks import CollectingSink
 from voicecli.playback.speaker import open_sink
@@ -62,18 +64,21 @@ class Headless:
         print(f"... {message}", file=sys.stderr, flush=True)
 
     def on_event(self, event: PipelineEvent) -> None:
-        """The transcript on stdout: `you>` when a turn is answered (a speculative one only once confirmed),
-        `assistant>` and its `timeline {json}` when it is done."""
+        """The transcript: a JSON line on stdout per turn started (a speculative one only once confirmed),
+        finished or failed; the same as prose on stderr."""
+        line = line_of(event)
+        if line is not None:
+            print(line.encode(), flush=True)
         if isinstance(event, TurnStarted):
-            print(f"you{' (spoken)' if event.origin == 'spoken' else ''}> {event.user_text}", flush=True)
+            print(f"you{' (spoken)' if event.origin == 'spoken' else ''}> {event.user_text}", file=sys.stderr,
+                  flush=True)
         elif isinstance(event, Speculation) and event.state != "confirmed":
             self.log(f"speculative answer {event.state}")
         elif isinstance(event, TurnFailed):
             self.failed = True
             print(f"voicecli: error: {event.message}", file=sys.stderr, flush=True)
         elif isinstance(event, TurnFinished):
-            print(f"assistant> {event.answer.strip() or '(no answer)'}", flush=True)
-            print("timeline " + json.dumps(event.timeline.to_json()), flush=True)
+            print(f"assistant> {event.answer.strip() or '(no answer)'}", file=sys.stderr, flush=True)
             print(summary(event.timeline), file=sys.stderr, flush=True)
             self.done += 1
             if self.args.turns and self.done >= self.args.turns:

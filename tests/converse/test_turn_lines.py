@@ -1,0 +1,33 @@
+"""voicecli.converse.turn_lines: the JSON lines `voicecli chat --no-tui` writes and `voicecli bench turns` reads."""
+
+from __future__ import annotations
+
+import json
+
+from voicecli.converse.pipeline import AssistantDelta, TurnFailed, TurnFinished, TurnStarted
+from voicecli.converse.timeline import TurnTimeline
+from voicecli.converse.turn_lines import TurnLine, line_of, read_line
+
+
+def test_each_transcript_event_round_trips_through_one_line() -> None:
+    timeline = TurnTimeline(3, "bidi", "spoken")
+    timeline.mark("speech_end", 10.0)
+    timeline.mark("first_audio_played", 10.8)
+    events = [TurnStarted(3, "What is the capital of France?", "spoken", "bidi"),
+              TurnFinished(3, timeline, " Paris. ", "Paris.", interrupted=True),
+              TurnFailed(3, "the LLM was throttled: try again in a minute")]
+    lines = [line_of(event) for event in events]
+    assert all(line is not None for line in lines)
+    encoded = [line.encode() for line in lines if line is not None]
+    assert all("\n" not in text and json.loads(text)["turn_id"] == 3 for text in encoded)
+    started, finished, failed = (read_line(text) for text in encoded)
+    assert started == TurnLine("turn_started", 3, "What is the capital of France?", origin="spoken")
+    assert finished is not None and finished.text == "Paris." and finished.interrupted
+    assert finished.timeline == timeline.to_json() and finished.timeline["marks_ms"]["first_audio_played"] == 800
+    assert failed == TurnLine("turn_failed", 3, "the LLM was throttled: try again in a minute")
+
+
+def test_other_events_and_foreign_lines_are_not_turns() -> None:
+    assert line_of(AssistantDelta(1, "Par")) is None
+    for line in ["", "you> hello", "[1, 2]", '{"event": "something_else"}', "{not json"]:
+        assert read_line(line) is None
