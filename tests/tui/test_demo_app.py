@@ -152,7 +152,7 @@ async def test_f7_races_a_spoken_question_over_the_chat_session_and_esc_returns(
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, RaceScreen) and screen.race is not None
-        assert app.session is not None and screen.race.pipeline.transports is app.session.transports
+        assert app.session is not None and screen.race.transports is app.session.transports
         # what the microphone hears goes to the race, not to the chat behind it
         app.on_listen_event(SpokenTurn("Name one planet.", {}, 1.0, 1))
         await wait_for(lambda: screen.result is not None and not screen.running, 300)

@@ -29,12 +29,11 @@ from voicecli.converse.pipeline import (
     TurnFinished,
     TurnStarted,
 )
-from voicecli.converse.session import STARTUP_ERRORS, Session, open_session
+from voicecli.converse.session import STARTUP_ERRORS, Session, start_session
 from voicecli.converse.timeline import KEY_SPANS, TurnTimeline
 from voicecli.converse.turn_lines import line_of
 from voicecli.converse.turn_taking import TurnTaker
 from voicecli.playback.sinks import CollectingSink
-from voicecli.playback.speaker import open_sink
 from voicecli.wire.protocol import SAMPLE_RATE
 
 
@@ -86,12 +85,14 @@ class Headless:
 
     async def run(self) -> int:
         args = self.args
-        sink, audio_note = open_sink(self.config, args.mute, args.out)
         try:
-            self.session = await open_session(self.config, sink, self.log, self.on_event)
+            started = await start_session(self.config, mute=args.mute, out=args.out, progress=self.log,
+                                          on_event=self.on_event)
         except STARTUP_ERRORS as exc:
             print(f"voicecli: error: {exc}", file=sys.stderr)
             return 2
+        assert started is not None  # nothing here goes away while it starts
+        self.session, audio_note = started
         self.log(audio_note)
         sources: list[asyncio.Task[None]] = []
         try:
@@ -113,6 +114,7 @@ class Headless:
             for task in sources:
                 task.cancel()
             await self.session.aclose()
+        sink = self.session.pipeline.sink
         if args.out is not None and isinstance(sink, CollectingSink):
             save_wav(args.out, sink.audio())
             self.log(f"saved {sink.audio().size / SAMPLE_RATE:.2f} s of audio to {args.out}")
@@ -134,9 +136,7 @@ class Headless:
                 self.taker.submit(line.strip())
 
     async def _start_listening(self) -> asyncio.Task[None] | None:
-        from voicecli.listen.listener import BargeIn, ListenEvent, open_gated_listener
-        from voicecli.listen.microphone import NoMicrophoneError
-        from voicecli.listen.transcription import WhisperModelMissing
+        from voicecli.listen.listener import BargeIn, ListenEvent, VoiceOff, open_gated_listener
 
         assert self.session is not None and self.taker is not None
         pipeline = self.session.pipeline
@@ -148,13 +148,9 @@ class Headless:
                 stopped = time.monotonic()
                 self.log(f"barge-in: playback stopped {(stopped - event.at) * 1000:.0f} ms after speech was detected")
 
-        try:
-            listener = await open_gated_listener(self.config, on_listen, lambda: pipeline.speaking, pipeline.sink)
-        except NoMicrophoneError as exc:
-            self.log(f"no microphone ({exc}): typing still works")
-            return None
-        except WhisperModelMissing as exc:
-            self.log(f"voice input is off: {exc}")
+        listener = await open_gated_listener(self.config, on_listen, lambda: pipeline.speaking, pipeline.sink)
+        if isinstance(listener, VoiceOff):
+            self.log(listener.reason)
             return None
         self._listening = True
         self.log(f"listening on {listener.microphone.device_name} ({self.config.audio.input_mode})")

@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -252,14 +252,17 @@ class VoicePipeline:
         settings: PipelineSettings,
         history: Conversation | None = None,
         on_event: Callable[[PipelineEvent], None] = lambda event: None,
+        turn_ids: Iterator[int] | None = None,
     ) -> None:
+        """`turn_ids`: where turn numbers come from (a race's lanes share one, so their turns and requests never
+        share a number on the transports they share)."""
         self.llm = llm
         self.transports = transports
         self.sink = sink
         self.settings = settings
         self.history = history or Conversation()
         self._on_event = on_event
-        self._ids = itertools.count(1)
+        self._ids = turn_ids if turn_ids is not None else itertools.count(1)
         self._current: _Turn | None = None
         self._llm_task: asyncio.Task[None] | None = None
 

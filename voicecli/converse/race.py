@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field, replace
@@ -304,6 +305,7 @@ class Race:
     def __init__(self, llm: LLM, transports: dict[str, TTSTransport], output: AudioSink, settings: PipelineSettings,
                  on_event: RaceListener = lambda lane, event: None) -> None:
         self.llm = llm
+        self.transports = transports
         self.output = output
         self.settings = replace(settings)
         self.on_event = on_event
@@ -313,7 +315,9 @@ class Race:
         self.batch_audio: CollectingSink | None = None
         """The last race's batch answer, kept (not played) for `play_batch`."""
         self._failures: list[str] = []
-        self.pipeline = VoicePipeline(llm, transports, output, self.settings, Conversation(), self._forward)
+        self._pipeline: VoicePipeline | None = None
+        """The lane running now: each lane of each race is a pipeline of its own (its LLM, sink and mode)."""
+        self._turn_ids = itertools.count(1)
 
     def _forward(self, event: PipelineEvent) -> None:
         if isinstance(event, TurnFailed):
@@ -322,7 +326,7 @@ class Race:
 
     @property
     def running(self) -> bool:
-        return self.pipeline.speaking
+        return self._pipeline is not None and self._pipeline.speaking
 
     async def run(self, question: str, origin: str = "typed") -> RaceResult:
         """One race. A failure (endpoint gone, LLM error) ends it with `failure` saying what happened and what to
@@ -358,12 +362,11 @@ class Race:
                     stall_timeout_s: float) -> TurnTimeline:
         self.lane = lane
         self._failures.clear()
-        self.settings.mode = lane
-        self.settings.stall_timeout_s = stall_timeout_s
-        self.pipeline.llm = llm
-        self.pipeline.sink = sink
-        self.pipeline.history = Conversation()  # every race answers the question alone, as the first turn
-        return await self.pipeline.turn(question, origin)
+        settings = replace(self.settings, mode=lane, stall_timeout_s=stall_timeout_s)
+        # a fresh history: every race answers the question alone, as the first turn
+        self._pipeline = VoicePipeline(llm, self.transports, sink, settings, Conversation(), self._forward,
+                                       self._turn_ids)
+        return await self._pipeline.turn(question, origin)
 
     def _explain(self, lane: str, timeline: TurnTimeline) -> str:
         if self._failures:
@@ -372,7 +375,8 @@ class Race:
 
     async def interrupt(self) -> None:
         """Stop the race now (audio, generation, pending synthesis); the connection stays open."""
-        await self.pipeline.interrupt()
+        if self._pipeline is not None:
+            await self._pipeline.interrupt()
 
     def play_batch(self) -> bool:
         """Play the last race's batch answer (kept, not played, during the race); False when there is none."""

@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from voicecli.config import Config
@@ -17,6 +18,7 @@ from voicecli.converse.pipeline import PipelineEvent, PipelineSettings, VoicePip
 from voicecli.llm import LLM, LLMError, create_llm
 from voicecli.llm.history import Conversation
 from voicecli.playback.sinks import AudioSink
+from voicecli.playback.speaker import open_sink
 from voicecli.tts.base import TransportError, TTSTransport
 from voicecli.tts.http_batch import BatchHttpTransport
 from voicecli.tts.local_endpoint import EndpointStartError, LocalEndpoint, ensure_local_endpoint
@@ -190,6 +192,22 @@ async def open_session(
         pipeline = VoicePipeline(llm, opened.by_mode, sink, pipeline_settings(config), history, on_event)
         return Session(config, pipeline, opened.label, opened.local, opened.by_mode, stack.pop_all())
     raise AssertionError("unreachable")  # mypy: the stack above never swallows an exception
+
+
+async def start_session(
+    config: Config, *, mute: bool, out: Path | None, progress: Progress,
+    on_event: Callable[[PipelineEvent], None] = lambda event: None, wanted: Callable[[], bool] = lambda: True,
+) -> tuple[Session, str] | None:
+    """The start-up every front end (the chat app, the demo, headless chat) shares: the sink (the speaker, or the
+    audio kept and why nothing is heard), then the session. Returns it with that audio note; None when the front
+    end went away (`wanted` turned false, e.g. a quit during the seconds the endpoint takes to warm up): the
+    session is closed here then, since nothing else would. Raises STARTUP_ERRORS, which each front end shows."""
+    sink, audio_note = open_sink(config, mute, out)
+    session = await open_session(config, sink, progress, on_event)
+    if not wanted():
+        await session.aclose()
+        return None
+    return session, audio_note
 
 
 def _quietly(close: Callable[[], None]) -> None:

@@ -35,8 +35,8 @@ from voicecli.listen.endpointing import (
     SpeechStarted,
     TurnEvent,
 )
-from voicecli.listen.microphone import AudioBlock, Microphone
-from voicecli.listen.transcription import Transcript, TurnTranscriber
+from voicecli.listen.microphone import AudioBlock, Microphone, NoMicrophoneError
+from voicecli.listen.transcription import Transcript, TurnTranscriber, WhisperModelMissing
 from voicecli.listen.turn_completion import TurnEndPolicy
 
 
@@ -254,12 +254,29 @@ def open_listener(
     return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate, turn_end_policy(config))
 
 
+@dataclass(frozen=True)
+class VoiceOff:
+    """Why a front end runs without voice input; typing still works. Worded once for every screen."""
+
+    reason: str
+    error: bool
+    """A problem the user should fix (a missing model), not merely a machine without a microphone."""
+
+
 async def open_gated_listener(
     config: Config, on_event: Callable[[ListenEvent], None], is_speaking: Callable[[], bool], sink: object
-) -> Listener:
-    """The microphone as both front ends (the app, headless chat) start it: behind the echo gate, which compares the
-    microphone with what `sink` is playing while the assistant `is_speaking`. Opened off the event loop (~1-2 s).
-    Raises NoMicrophoneError or WhisperModelMissing, which the caller words for its screen."""
+) -> Listener | VoiceOff:
+    """The microphone as every front end (the chat app, the demo, headless chat) starts it: behind the echo gate,
+    which compares the microphone with what `sink` is playing while the assistant `is_speaking`. Opened off the
+    event loop (~1-2 s). The microphone itself opens only when the listener runs, so a front end that went away
+    meanwhile simply never runs it. Without a microphone or a Whisper model: why voice input is off."""
     playback_db: Callable[[], float] = getattr(sink, "level_db", lambda: -120.0)
     gate = EchoGate(config.audio.echo_gate, config.audio.echo_margin_db, is_speaking, playback_db)
-    return await asyncio.to_thread(open_listener, config, on_event, gate)
+    try:
+        return await asyncio.to_thread(open_listener, config, on_event, gate)
+    except NoMicrophoneError as exc:
+        return VoiceOff(f"no microphone ({exc}): voice input is off, typing still works", error=False)
+    except WhisperModelMissing as exc:
+        return VoiceOff(f"voice input is off: {exc}", error=True)
+    except OSError as exc:  # a device that vanished or refused while opening
+        return VoiceOff(f"voice input is off: the microphone could not be opened ({exc})", error=True)

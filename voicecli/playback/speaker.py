@@ -61,7 +61,7 @@ def open_speaker(config: Config) -> Speaker:
 def open_sink(config: Config, mute: bool, out: Path | None) -> tuple[AudioSink, str]:
     """The speaker when there is one; otherwise keep the audio (saved with --out) and say why nothing is heard.
 
-    Both front ends (the app and headless chat) start their session with this.
+    Every front end gets its sink from this, through converse.session.start_session.
     """
     if mute or out is not None:
         return CollectingSink(), "muted" if mute else f"saving to {out}"

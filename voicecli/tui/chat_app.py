@@ -29,10 +29,9 @@ from voicecli.converse.pipeline import (
     TurnFinished,
     TurnStarted,
 )
-from voicecli.converse.session import STARTUP_ERRORS, Session, llm_label, open_session
+from voicecli.converse.session import STARTUP_ERRORS, Session, llm_label, start_session
 from voicecli.converse.timeline import LatencyLog, Mark, SessionStats
 from voicecli.converse.turn_taking import TurnTaker
-from voicecli.playback.speaker import open_sink
 from voicecli.tts.voices import cycle
 from voicecli.tui.demo_app import RaceScreen
 from voicecli.tui.widgets import ConversationView, LatencyPanel, StatusBar
@@ -137,11 +136,10 @@ class VoiceChatApp(App[int]):
 
     @work(exclusive=True, group="startup")
     async def start_session(self) -> None:
-        sink, audio_note = open_sink(self.config, self.mute, None)
-        self.audio_note = audio_note
-        self.conversation.notice(f"starting: {audio_note}")
+        self.conversation.notice("starting")
         try:
-            session = await open_session(self.config, sink, self.progress, self.on_pipeline_event)
+            started = await start_session(self.config, mute=self.mute, out=None, progress=self.progress,
+                                          on_event=self.on_pipeline_event, wanted=lambda: self.is_running)
         except STARTUP_ERRORS as exc:
             if not self.is_running:  # quit while starting: nobody is left to read why
                 return
@@ -152,10 +150,10 @@ class VoiceChatApp(App[int]):
                 advice = " To run the endpoint on this machine instead, start with --endpoint local."
             self.conversation.notice(f"could not start: {exc}.{advice}", error=True)
             return
-        if not self.is_running:  # quit while the session was opening: close it here, nothing else will
-            await session.aclose()
+        if started is None:  # quit while the session was opening: start_session closed it
             return
-        self.session = session
+        self.session, self.audio_note = started
+        self.conversation.notice(f"audio: {self.audio_note}")
         self.taker = TurnTaker(self.session.pipeline, self.config.audio.speculative_answers)
         self.taker.start()
         self.status.endpoint = self.session.endpoint_label
@@ -170,24 +168,16 @@ class VoiceChatApp(App[int]):
 
     async def start_listening(self) -> None:
         """The microphone is optional: without one the app says so and typing still works."""
-        from voicecli.listen.listener import open_gated_listener
-        from voicecli.listen.microphone import NoMicrophoneError
-        from voicecli.listen.transcription import WhisperModelMissing
+        from voicecli.listen.listener import VoiceOff, open_gated_listener
 
         assert self.session is not None
         pipeline = self.session.pipeline
-        try:
-            listener = await open_gated_listener(self.config, self.on_listen_event, lambda: pipeline.speaking,
-                                                 pipeline.sink)
-        except NoMicrophoneError as exc:
-            if self.is_running:
-                self.conversation.notice(f"no microphone ({exc}): voice input is off, typing still works")
-            return
-        except WhisperModelMissing as exc:
-            if self.is_running:
-                self.conversation.notice(f"voice input is off: {exc}", error=True)
-            return
+        listener = await open_gated_listener(self.config, self.on_listen_event, lambda: pipeline.speaking,
+                                             pipeline.sink)
         if not self.is_running:  # quit meanwhile: the microphone opens only when the listener runs, so never
+            return
+        if isinstance(listener, VoiceOff):
+            self.conversation.notice(listener.reason, error=listener.error)
             return
         self.listener = listener
         self.status.mic_level_db = -120.0

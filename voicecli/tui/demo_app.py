@@ -420,21 +420,19 @@ class RaceApp(App[int]):
         self.run_worker(self._start(), group="startup", exclusive=True)
 
     async def _start(self) -> None:
-        from voicecli.converse.session import STARTUP_ERRORS, open_session
-        from voicecli.playback.speaker import open_sink
+        from voicecli.converse.session import STARTUP_ERRORS, start_session
 
-        sink, audio_note = open_sink(self.config, self.mute, None)
         screen = self.race_screen
         try:
-            session = await open_session(self.config, sink, self.progress)
+            started = await start_session(self.config, mute=self.mute, out=None, progress=self.progress,
+                                          wanted=lambda: self.is_running)
         except STARTUP_ERRORS as exc:
             if self.is_running:
                 screen.failed_to_start(f"could not start: {exc}")
             return
-        if not self.is_running:  # quit while the session was opening: close it here, nothing else will
-            await session.aclose()
+        if started is None:  # quit while the session was opening: start_session closed it
             return
-        self.session = session
+        self.session, audio_note = started
         screen.attach(self.session, audio_note)
         await self._listen()
         if self.first_question:
@@ -450,17 +448,12 @@ class RaceApp(App[int]):
 
     async def _listen(self) -> None:
         """Spoken questions when there is a microphone (typing and the built-in list work without one)."""
-        from voicecli.listen.listener import open_gated_listener
-        from voicecli.listen.microphone import NoMicrophoneError
-        from voicecli.listen.transcription import WhisperModelMissing
+        from voicecli.listen.listener import VoiceOff, open_gated_listener
 
         screen = self.race_screen
         sink = self.session.pipeline.sink if self.session is not None else None
-        try:
-            listener = await open_gated_listener(self.config, self.on_listen_event, lambda: screen.running, sink)
-        except (NoMicrophoneError, WhisperModelMissing, OSError):
-            return
-        if not self.is_running:
+        listener = await open_gated_listener(self.config, self.on_listen_event, lambda: screen.running, sink)
+        if not self.is_running or isinstance(listener, VoiceOff):  # the demo is asked by keys without one
             return
         self.listener = listener
         self.run_worker(listener.run(), group="listener", exclusive=True)
