@@ -11,9 +11,11 @@ Routes (declared once, in ROUTES):
 
 With a token configured, POST and the WebSocket require it; /ping and /stats stay open (health checks, and the
 counters reveal no request content). Without a token they serve only requests with no Origin or a loopback Origin
-(a web page must not drive the user's local server). Open sessions and POSTs being answered share one concurrency
-budget (admission.py). A POST whose client goes away stops being synthesized. Limits and the token:
-docs/protocol.md, "Access control and limits".
+(a web page must not drive the user's local server), and a server bound to one address answers every route only
+to requests addressed to a loopback name or that address (a DNS-rebinding page must not read it; access.py). Open
+sessions and POSTs being answered share one concurrency budget (admission.py); a POST takes its slot only once its
+whole body arrived, which must happen within BODY_TIMEOUT_S. A POST whose client goes away stops being synthesized.
+Limits and the token: docs/protocol.md, "Access control and limits".
 
 The model loads in the background after start-up so the port answers /ping (503) at once: SageMaker and the
 local client both poll /ping rather than wait on a silent socket.
@@ -34,7 +36,7 @@ from typing import Any
 
 import numpy as np
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
@@ -58,9 +60,12 @@ from voicecli.wire.protocol import (
     shown,
     shown_error,
 )
+from voicecli.wire.server_options import DEFAULT_HOST
 from voicecli_endpoint.access import (
     bearer_matches,
+    forbidden_host_response,
     forbidden_origin_response,
+    host_allowed,
     origin_allowed,
     too_many_sessions_response,
     unauthorized_response,
@@ -68,6 +73,7 @@ from voicecli_endpoint.access import (
 from voicecli_endpoint.admission import Admission
 from voicecli_endpoint.audio_encoding import DEFAULT_MP3_KBPS, mp3_bytes, stream_encoder, to_pcm16, wav_bytes
 from voicecli_endpoint.chunking import ChunkPolicy
+from voicecli_endpoint.connections import BODY_TIMEOUT_S
 from voicecli_endpoint.engines.base import Audio
 from voicecli_endpoint.scheduler import Batching, CancelToken, FairScheduler, JobDropped
 from voicecli_endpoint.session import WebSocketSession
@@ -105,6 +111,9 @@ class EndpointSettings:
     chunk_policy: ChunkPolicy = field(default_factory=ChunkPolicy)
     token: str = field(default="", repr=False)
     """Bearer token required on POST and the WebSocket ("" for none). repr=False: settings get logged."""
+    host: str = DEFAULT_HOST
+    """The address the server is bound to (serve's --host): without a token, the Host check accepts it besides the
+    loopback names, and a wildcard bind (0.0.0.0) turns the check off (access.host_allowed says why)."""
 
 
 @dataclass
@@ -128,6 +137,8 @@ class EndpointState:
     """POSTs whose client went away before the answer was ready (their synthesis was stopped)."""
     refused_unauthorized: int = 0
     refused_origin: int = 0
+    refused_host: int = 0
+    """Requests refused because their Host named neither this machine nor the bound address (access.host_allowed)."""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:
@@ -197,12 +208,38 @@ def _state(app: Any) -> EndpointState:
     return state
 
 
-def _error_response(code: ErrorCode, message: str, status: int) -> JSONResponse:
-    return JSONResponse({"code": str(code), "message": message}, status_code=status)
+def _error_response(code: ErrorCode, message: str, status: int,
+                    headers: Mapping[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"code": str(code), "message": message}, status_code=status, headers=headers)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A request refused on access grounds: the HTTP answer, and the reason a refused WebSocket handshake is logged
+    and closed with (the client's header quoted short, never the token)."""
+
+    response: JSONResponse
+    reason: str
+
+
+def _host_refusal(state: EndpointState, headers: Mapping[str, str]) -> Refusal | None:
+    """The refusal of a request addressed to a name that is not this machine's (access.host_allowed), or None.
+
+    Checked on every route, /ping and /stats included: they are what a DNS-rebinding page would read.
+    """
+    host = headers.get("host")
+    if host_allowed(host, state.settings.token, state.settings.host):
+        return None
+    state.refused_host += 1
+    return Refusal(forbidden_host_response(host or ""), f"forbidden_origin: the Host {shown(host)} is not a "
+                                                         "loopback name or the bound address (no token)")
 
 
 async def ping(request: Request) -> Response:
     state = _state(request.app)
+    refusal = _host_refusal(state, request.headers)
+    if refusal is not None:
+        return refusal.response
     if state.load_error is not None:
         status, text = 500, f"model failed to load: {state.load_error}"
     elif state.synthesizer is None:
@@ -216,6 +253,9 @@ async def ping(request: Request) -> Response:
 
 async def stats(request: Request) -> Response:
     state = _state(request.app)
+    refusal = _host_refusal(state, request.headers)
+    if refusal is not None:
+        return refusal.response
     synth = state.synthesizer
     scheduler = state.scheduler
     return JSONResponse({
@@ -233,6 +273,7 @@ async def stats(request: Request) -> Response:
         "http_abandoned": state.http_abandoned,
         "refused_unauthorized": state.refused_unauthorized,
         "refused_origin": state.refused_origin,
+        "refused_host": state.refused_host,
         "refused_sessions": state.admission.refused_sessions,
         "refused_requests": state.admission.refused_requests,
         "pieces_synthesized": 0 if synth is None else synth.pieces_synthesized,
@@ -258,21 +299,23 @@ async def _encode_whole(audio: Audio, fmt: str, mp3_kbps: int) -> bytes:
     return await asyncio.to_thread(to_pcm16, audio)
 
 
-def _refusal(state: EndpointState, headers: Mapping[str, str]) -> JSONResponse | None:
-    """The response refusing a POST or WebSocket handshake on access grounds (token, then Origin), or None."""
+def _refusal(state: EndpointState, headers: Mapping[str, str]) -> Refusal | None:
+    """The refusal of a POST or WebSocket handshake on access grounds (token, then Origin, then Host), or None."""
     settings = state.settings
     if not bearer_matches(headers.get("authorization"), settings.token):
         state.refused_unauthorized += 1
-        return unauthorized_response()
+        return Refusal(unauthorized_response(), "unauthorized: bearer token required")
     origin = headers.get("origin")
     if not origin_allowed(origin, settings.token):
         state.refused_origin += 1
-        return forbidden_origin_response(origin or "")
-    return None
+        return Refusal(forbidden_origin_response(origin or ""),
+                       f"forbidden_origin: the web page at {shown(origin)} is not a loopback Origin (no token)")
+    return _host_refusal(state, headers)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with frame_too_large as soon as it passes `limit` bytes.
+async def _read_body(request: Request, limit: int, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
+    """The request body, refused with frame_too_large as soon as it passes `limit` bytes, and TimeoutError when it
+    has not all arrived within `timeout_s` (a total, so a body sent a byte at a time is cut too).
 
     Why while it streams in: a chunked body declares no length, and reading it whole first let one client push
     hundreds of megabytes into the server's memory before being told no.
@@ -281,10 +324,11 @@ async def _read_body(request: Request, limit: int) -> bytes:
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ProtocolError(ErrorCode.FRAME_TOO_LARGE, f"body of {declared} bytes exceeds the limit of {limit}")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ProtocolError(ErrorCode.FRAME_TOO_LARGE, f"body exceeds the limit of {limit} bytes")
+    async with asyncio.timeout(timeout_s):
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise ProtocolError(ErrorCode.FRAME_TOO_LARGE, f"body exceeds the limit of {limit} bytes")
     return bytes(body)
 
 
@@ -369,30 +413,50 @@ async def openai_speech(request: Request) -> Response:
 
 
 async def _answer_post(request: Request, parse: BodyParser) -> Response:
+    """Access checks, then the whole body, then a concurrency slot, then the answer.
+
+    Why the body before the slot: a slot stands for synthesis work. Taken before the body was read, 32 sockets that
+    declared a body and sent one byte of it turned every other POST and WebSocket away with 503 for as long as they
+    stayed open.
+    """
     state = _state(request.app)
     refusal = _refusal(state, request.headers)
     if refusal is not None:
-        return refusal
+        return refusal.response
     synth = state.synthesizer
     if synth is None:
         return _error_response(ErrorCode.NOT_READY, state.load_error or "the model is still loading", 503)
+    limits = state.settings.limits
+    try:
+        body = await _read_body(request, limits.max_frame_bytes)
+    except ProtocolError as exc:
+        return _error_response(exc.code, exc.message, 413)
+    except TimeoutError:
+        log.info("POST %s: the body did not arrive within %g s; answered 408 and closed", request.url.path,
+                 BODY_TIMEOUT_S)
+        return _error_response(ErrorCode.IDLE_TIMEOUT, f"the request body did not arrive within {BODY_TIMEOUT_S:g} s",
+                               408, headers={"Connection": "close"})
+    except ClientDisconnect:
+        log.info("POST %s: the client went away while sending its body", request.url.path)
+        return Response(status_code=499)  # nobody reads it: the connection is gone
     admission = state.admission
     if not admission.try_enter("request"):
         log.warning("refused a POST: %d sessions and requests already being served (limit %d)", admission.in_use,
                     admission.limit)
         return too_many_sessions_response(admission.limit)
     try:
-        response = await _invocation(request, state, synth, parse)
+        response = await _invocation(request, state, synth, parse, body)
     except BaseException:
         admission.leave("request")
         raise
     return _HoldingSlot(response, lambda: admission.leave("request"))
 
 
-async def _invocation(request: Request, state: EndpointState, synth: Synthesizer, parse: BodyParser) -> Response:
+async def _invocation(request: Request, state: EndpointState, synth: Synthesizer, parse: BodyParser,
+                      body: bytes) -> Response:
     limits = state.settings.limits
     try:
-        inv = parse(await _read_body(request, limits.max_frame_bytes), voices=synth.voices, limits=limits)
+        inv = parse(body, voices=synth.voices, limits=limits)
     except ProtocolError as exc:
         return _error_response(exc.code, exc.message, 413 if exc.code == ErrorCode.FRAME_TOO_LARGE else 400)
     except Exception:  # a bug in validation: a typed answer, never a bare 500 page
@@ -452,13 +516,9 @@ async def bidirectional_stream(websocket: WebSocket) -> None:
     settings = state.settings
     refusal = _refusal(state, websocket.headers)
     if refusal is not None:
-        if refusal.status_code == 401:
-            log.info("refused a WebSocket handshake: missing or wrong bearer token")
-            await _refuse_handshake(websocket, refusal, 1008, "unauthorized: bearer token required")
-        else:
-            log.warning("refused a WebSocket handshake from the web page at %s: no token, and not a loopback "
-                        "Origin", shown(websocket.headers.get("origin")))
-            await _refuse_handshake(websocket, refusal, 1008, "forbidden_origin: not a loopback Origin")
+        level = logging.INFO if refusal.response.status_code == 401 else logging.WARNING
+        log.log(level, "refused a WebSocket handshake: %s", refusal.reason)
+        await _refuse_handshake(websocket, refusal.response, 1008, refusal.reason)
         return
     admission = state.admission
     if not admission.try_enter("session"):  # before the first await: concurrent handshakes cannot overshoot

@@ -11,6 +11,7 @@ from voicecli.wire.server_options import BATCH_WINDOW_MS, DEFAULT_HOST, DEFAULT_
 from voicecli_endpoint import log_redaction
 from voicecli_endpoint.access import token_from_environment
 from voicecli_endpoint.app import EndpointSettings, create_app
+from voicecli_endpoint.connections import uvicorn_options
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "exposure_warning", "serve"]
 
@@ -66,7 +67,8 @@ def serve(
                     max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
     required = token_from_environment() if token is None else token.strip()
     settings = EndpointSettings(engine=engine, models_dir=models_dir, workers=workers, threads=threads,
-                                max_batch=max_batch, batch_window_ms=batch_window_ms, limits=limits, token=required)
+                                max_batch=max_batch, batch_window_ms=batch_window_ms, limits=limits, token=required,
+                                host=host)
     log = logging.getLogger(__name__)
     warning = exposure_warning(host, required)
     if warning is not None:
@@ -77,7 +79,8 @@ def serve(
         f"{idle_timeout_s:g} s" if idle_timeout_s > 0 else "off")
     app = create_app(settings)
     # WebSocket messages up to 16x the protocol limit reach the app, so an oversized frame gets an error frame
-    # instead of a closed connection; beyond that uvicorn closes with 1009 (message too big).
+    # instead of a closed connection; beyond that uvicorn closes with 1009 (message too big). Slow or silent clients
+    # are bounded by connections.uvicorn_options (request head deadline, keep-alive, WebSocket pings).
     config = uvicorn.Config(
         app,
         host=host,
@@ -85,6 +88,7 @@ def serve(
         log_level=log_level.lower(),
         ws_max_size=max(limits.max_frame_bytes * 16, 1 << 20),
         timeout_graceful_shutdown=5,
+        **uvicorn_options(),
     )
     if log_file is not None:  # uvicorn gave its own loggers stderr handlers: send them to the file too
         for name in ("uvicorn", "uvicorn.access"):

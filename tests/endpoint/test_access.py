@@ -298,6 +298,57 @@ async def test_with_a_token_the_origin_is_not_checked(locked: EndpointProcess) -
         await ws.ping()
 
 
+REBOUND_HOST = "rebound.attacker.example"
+"""A DNS-rebinding page's own domain, made to resolve to 127.0.0.1: the Host its requests carry."""
+
+
+def _handshake(http_url: str, headers: dict[str, str]) -> httpx.Response:
+    """A WebSocket handshake sent with httpx, so its Host can be chosen (websockets' client sets its own)."""
+    return httpx.get(f"{http_url}/invocations-bidirectional-stream", timeout=30, headers={
+        "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13", **headers})
+
+
+def test_a_token_less_server_answers_no_request_addressed_to_another_host(server: RunningServer) -> None:
+    """Issue 25: before the fix a rebinding page read /stats and /ping (200) and reached every route."""
+    log_offset = server.log_path.stat().st_size
+    before = httpx.get(f"{server.http_url}/stats", timeout=30).json().get("refused_host", 0)
+    for host in (REBOUND_HOST, f"{REBOUND_HOST}:{server.port}", f"127.0.0.1.{REBOUND_HOST}:{server.port}"):
+        headers = {"Host": host}
+        for path in ("/ping", "/ping?details=1", "/stats"):
+            response = httpx.get(f"{server.http_url}{path}", headers=headers, timeout=30)
+            assert response.status_code == 403, (host, path, response.text[:200])
+            assert response.json()["code"] == ErrorCode.FORBIDDEN_ORIGIN and "host" in response.json()["message"]
+        post = httpx.post(f"{server.http_url}/invocations", json={"text": "Hi."}, headers=headers, timeout=60)
+        assert post.status_code == 403 and post.json()["code"] == ErrorCode.FORBIDDEN_ORIGIN
+        handshake = _handshake(server.http_url, headers)
+        assert handshake.status_code == 403 and handshake.json()["code"] == ErrorCode.FORBIDDEN_ORIGIN
+    assert httpx.get(f"{server.http_url}/stats", timeout=30).json()["refused_host"] >= before + 15
+    with server.log_path.open("rb") as log:
+        log.seek(log_offset)
+        lines = log.read().decode(errors="replace").splitlines()
+    assert not [line for line in lines if " ERROR " in line or line.startswith("Traceback")], "\n".join(lines[-40:])
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "LOCALHOST.", "[::1]", "127.0.0.1:{port}",
+                                  "localhost:{port}", "[::1]:{port}"])
+def test_a_token_less_server_answers_requests_addressed_to_a_loopback_name(server: RunningServer, host: str) -> None:
+    headers = {"Host": host.format(port=server.port)}
+    assert httpx.get(f"{server.http_url}/ping", headers=headers, timeout=30).status_code == 200
+    assert httpx.get(f"{server.http_url}/stats", headers=headers, timeout=30).status_code == 200
+    assert _handshake(server.http_url, headers).status_code == 101
+
+
+def test_with_a_token_any_host_is_served(locked: EndpointProcess) -> None:
+    """SageMaker and reverse proxies send their own Host: with a token the token is the guard."""
+    headers = {"Host": f"{REBOUND_HOST}:443"}
+    assert httpx.get(f"{locked.http_url}/ping", headers=headers, timeout=30).status_code == 200
+    assert httpx.get(f"{locked.http_url}/stats", headers=headers, timeout=30).status_code == 200
+    response = httpx.post(f"{locked.http_url}/invocations", json={"text": "Hi."}, headers={**headers, **AUTH},
+                          timeout=120)
+    assert response.status_code == 200
+
+
 def test_a_token_less_bind_beyond_loopback_warns() -> None:
     assert exposure_warning("127.0.0.1", "") is None and exposure_warning("localhost", "") is None
     assert exposure_warning("0.0.0.0", "secret-token") is None

@@ -11,6 +11,10 @@ from voicecli_endpoint.app import ROUTES, EndpointSettings, EndpointState, creat
 
 from voicecli.wire.protocol import Error, parse_server_message
 
+LOCAL = "http://127.0.0.1"
+"""Where the test client says it is calling: the app, bound to loopback by default and without a token, refuses any
+other Host (Starlette's TestClient sends "testserver"; access.host_allowed)."""
+
 
 def test_declared_routes() -> None:
     paths = {getattr(route, "path", None) for route in ROUTES}
@@ -20,7 +24,7 @@ def test_declared_routes() -> None:
 def test_ping_is_503_while_loading(tmp_path: Path) -> None:
     app = create_app(engine="onnx", models_dir=tmp_path)
     app.state.endpoint = EndpointState(EndpointSettings())  # as during start-up: nothing loaded yet
-    client = TestClient(app)  # not entered: the lifespan (and loading) does not run
+    client = TestClient(app, base_url=LOCAL)  # not entered: the lifespan (and loading) does not run
     assert client.get("/ping").status_code == 503
     response = client.post("/invocations", json={"text": "Hi."})
     assert response.status_code == 503 and response.json()["code"] == "not_ready"
@@ -30,14 +34,14 @@ def test_ping_is_503_while_loading(tmp_path: Path) -> None:
 
 def test_failed_load_is_reported(tmp_path: Path) -> None:
     app = create_app(engine="onnx", models_dir=tmp_path)
-    with TestClient(app) as client:
+    with TestClient(app, base_url=LOCAL) as client:
         state: EndpointState = app.state.endpoint
         assert client.portal is not None
         client.portal.call(state.ready.wait)
         ping = client.get("/ping")
         assert ping.status_code == 500 and "voicecli models install" in ping.text
         assert client.get("/stats").json()["load_error"]
-        with client.websocket_connect("/invocations-bidirectional-stream") as ws:
+        with client.websocket_connect("ws://127.0.0.1/invocations-bidirectional-stream") as ws:
             error = parse_server_message(ws.receive_text())
             assert isinstance(error, Error) and error.code == "not_ready"
             with pytest.raises(WebSocketDisconnect) as closed:
