@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import wave
 from pathlib import Path
@@ -23,8 +24,9 @@ def read(path: Path) -> tuple[np.ndarray, int]:
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 def test_built_in_questions_carry_exact_mid_sentence_pauses(tmp_path: Path) -> None:
     questions = built_in(tmp_path)
-    assert [q.text for q in questions] == [" ".join(segments) for segments in BUILT_IN]
-    paused = [q for q, segments in zip(questions, BUILT_IN, strict=True) if len(segments) > 1]
+    assert [q.text for q in questions] == [" ".join(segments) for segments, _ in BUILT_IN]
+    assert [q.answers for q in questions] == [answers for _, answers in BUILT_IN]
+    paused = [q for q, (segments, _) in zip(questions, BUILT_IN, strict=True) if len(segments) > 1]
     assert len(paused) >= 3 and questions[1] in paused  # `--turns 2` already meets a pause
     for question in questions:
         samples, rate = read(question.path)
@@ -67,4 +69,36 @@ def test_bad_question_folders_get_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "broken.wav").unlink()
     soundfile.write(str(tmp_path / "quiet.wav"), np.zeros(16_000), 16_000)
     with pytest.raises(BenchError, match="silent"):
+        from_directory(tmp_path, tmp_path / "work")
+
+
+def _tone(path: Path) -> None:
+    t = np.arange(16_000) / 16_000
+    soundfile.write(str(path), 0.3 * np.sin(2 * np.pi * 200 * t), 16_000)
+
+
+def test_a_manifest_says_what_each_wav_asks_and_which_answers_are_right(tmp_path: Path) -> None:
+    for name in ("q00.wav", "q01.wav", "q02.wav"):
+        _tone(tmp_path / name)
+    (tmp_path / "questions.json").write_text(json.dumps({"questions": [
+        {"file": "q00.wav", "text": "What is the capital of France?", "answers": ["paris"]},
+        {"file": "q01.wav", "text": "Name a large animal."},
+    ]}))
+    q00, q01, q02 = from_directory(tmp_path, tmp_path / "work")
+    assert (q00.text, q00.answers) == ("What is the capital of France?", ("paris",))
+    assert (q01.text, q01.answers) == ("Name a large animal.", ())  # timed and its transcript scored
+    assert (q02.text, q02.answers) == ("", ())  # not in the manifest: timed only, as without one
+
+
+@pytest.mark.parametrize(("manifest", "message"), [
+    ("[1, 2]", "not a questions manifest"),
+    ('{"questions": [{"file": "q00.wav"}]}', "not a questions manifest"),
+    ('{"questions": [{"file": "q00.wav", "text": "Hi?", "answers": "paris"}]}', "not a questions manifest"),
+    ('{"questions": [{"file": "q09.wav", "text": "Hi?"}]}', "names q09.wav, not among the .wav files"),
+    ("{not json", "not a questions manifest"),
+])
+def test_a_bad_manifest_gets_a_clear_error(tmp_path: Path, manifest: str, message: str) -> None:
+    _tone(tmp_path / "q00.wav")
+    (tmp_path / "questions.json").write_text(manifest)
+    with pytest.raises(BenchError, match=message):
         from_directory(tmp_path, tmp_path / "work")

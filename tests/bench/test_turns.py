@@ -3,8 +3,11 @@ per-mode summary, and (slow) the whole bench end to end on the real models with 
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
+import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -124,16 +127,32 @@ def test_summary_by_mode_report_and_waterfall(tmp_path: Path) -> None:
     assert bidi["underruns"] == 3 and bidi["answers_with_underruns"] == 1  # the speaker ran dry inside one answer
     assert bidi["timeline_marks_p50_ms"] == {"transcript_ready": 700.0, "first_audio_played": 1100.0}
     assert by_mode["batch"]["turns"] == 0 and by_mode["batch"]["felt_latency_p50_ms"] is None
+    # heard "q" three times (6 errors each), the split question right (0), the missed one not at all (6): 24 / 30
+    assert bidi["transcript_wer"] == pytest.approx(0.8) and bidi["answers_scored"] == 0
     result = BenchResult("turns", "run", {"turns": 5, "llm": "local", "stt_model": "tiny.en", "questions": "built-in",
                                           "voice": "af_heart"}, {}, samples)
     result.extra["summary_by_mode"] = by_mode
     assert result.to_json()["summary_by_mode"]["bidi"]["premature_answers"] == 1
     markdown = render_markdown(result)
-    assert "| bidi | 5 | 4 | 1,050 | 1,270 | 1 | 0 | 1 |" in markdown
+    assert "| bidi | 5 | 4 | 1,050 | 1,270 | 1 | 0 | 1 | 80.0% | – |" in markdown
     assert "split into 2 turns" in markdown and "(nothing)" in markdown
     (chart,) = charts(result, tmp_path)
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert set(STAGES) >= set(bidi["timeline_marks_p50_ms"])
+
+
+def test_questions_with_accepted_answers_are_scored_right_or_wrong() -> None:
+    asked = replace(QUESTION, answers=("paris",))
+    right = Observation("bidi", 0, asked, played_at=7.0)
+    right.take(started_line("What is the capital of France?"), 12.0)
+    right.take(timeline_line(10.0, {"first_audio_played": 900.0}), 13.0)  # answers "Paris."
+    wrong = Observation("bidi", 1, replace(QUESTION, answers=("rome",)), played_at=7.0)
+    wrong.take(started_line("What is the capital of France?"), 12.0)
+    wrong.take(timeline_line(10.0, {"first_audio_played": 900.0}), 13.0)
+    samples = [right.sample(), wrong.sample()]
+    assert [s.detail["answer_right"] for s in samples] == [True, False]
+    bidi = summary_by_mode(samples, ["bidi"])["bidi"]
+    assert (bidi["answers_right"], bidi["answers_scored"], bidi["transcript_wer"]) == (1, 2, 0.0)
 
 
 @pytest.mark.slow
@@ -160,6 +179,7 @@ def test_turns_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
         # the question as heard lasted as long as the file's voiced part: the virtual mic ran at real time
         assert detail["question_voiced_s_heard"] == pytest.approx(detail["question_voiced_s_file"], abs=0.1)
     assert "capital" in data["samples"][0]["detail"]["transcripts"][0].lower()
+    assert bidi["answers_scored"] == 2 and bidi["transcript_wer"] is not None  # France and Italy have answers
     assert "| bidi | 2 | 2 |" in markdown and "| bidi |" in result.stdout
 
 
@@ -172,3 +192,32 @@ def test_bad_options_stop_with_one_line_before_anything_starts(args: list[str], 
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "turns", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pulseaudio") is None or shutil.which("espeak-ng") is None,
+                    reason="needs pulseaudio and espeak-ng")
+def test_turns_bench_scores_a_question_folder_with_a_manifest(server: RunningServer, tmp_path: Path) -> None:
+    """Two questions of a user's folder, each with its text and accepted answers in questions.json, through the
+    real app: the results say what was heard, its word errors, and whether each answer was right."""
+    folder = tmp_path / "questions"
+    folder.mkdir()
+    asked = {"a.wav": ("What is the capital of France?", ["paris"]), "b.wav": ("What color is the sky?", ["blue"])}
+    for name, (text, _) in asked.items():
+        subprocess.run(["espeak-ng", "-v", "en-us", "-s", "140", "-w", str(folder / name), text], check=True,
+                       timeout=60)
+    (folder / "questions.json").write_text(json.dumps({"questions": [
+        {"file": name, "text": text, "answers": answers} for name, (text, answers) in asked.items()]}))
+    bench(server, tmp_path / "out", "turns", "--turns", "2", "--modes", "bidi", "--questions", str(folder),
+          env={"VOICECLI_LLM__BACKEND": "local", "VOICECLI_LLM__MAX_TOKENS": "32"})
+    data, markdown = outputs(tmp_path / "out", "turns", ["turn_waterfall.png"])
+    bidi = data["summary_by_mode"]["bidi"]
+    assert bidi["answers_scored"] == 2 and 0 <= bidi["answers_right"] <= 2
+    assert bidi["transcript_wer"] is not None and bidi["transcript_wer"] <= 0.5, [
+        s["detail"]["transcripts"] for s in data["samples"]]
+    for sample in data["samples"]:
+        detail = sample["detail"]
+        assert detail["question_text"] == asked[detail["question"]][0]
+        assert detail["accepted_answers"] == asked[detail["question"]][1]
+        assert isinstance(detail["answer_right"], bool) and detail["word_errors"] >= 0
+    assert "transcript WER" in markdown and "answers right" in markdown

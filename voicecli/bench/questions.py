@@ -9,11 +9,15 @@ zeros, so the gap between the last sound before it and the first sound after it 
 
 `--questions DIR`: any WAV files (one question each, sorted by name), read with soundfile at their own rate and
 mixed to mono. Every question is rewritten as a 16-bit mono WAV in the run's work folder, so what paplay plays is
-exactly what was analysed.
+exactly what was analysed. A `questions.json` beside them says what each one asks and which answers are right, so
+the bench can score what was understood and answered (voicecli.bench.scoring):
+    {"questions": [{"file": "q00.wav", "text": "What is the capital of France?", "answers": ["paris"]}]}
+(`answers`: any one counts; optional, as is any file's entry: a WAV without one is timed, not scored).
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -26,17 +30,19 @@ from voicecli.bench.audio_marks import pauses_ms, sound_span, trim
 from voicecli.bench.target import BenchError
 from voicecli.bench.virtual_audio import write_wav_int16
 
-BUILT_IN: tuple[tuple[str, ...], ...] = (
-    ("What is the capital of France?",),
-    ("What is the capital of", "Italy?"),
-    ("Name a large animal.",),
-    ("How many legs does", "a spider have?"),
-    ("What color is the sky?",),
-    ("What do you call", "a baby cat?"),
-    ("How many days are in a week?",),
-    ("Tell me the name of", "a big river."),
+BUILT_IN: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("What is the capital of France?",), ("paris",)),
+    (("What is the capital of", "Italy?"), ("rome",)),
+    (("Name a large animal.",), ()),
+    (("How many legs does", "a spider have?"), ("8",)),
+    (("What color is the sky?",), ("blue",)),
+    (("What do you call", "a baby cat?"), ("kitten",)),
+    (("How many days are in a week?",), ("7",)),
+    (("Tell me the name of", "a big river."), ()),
 )
-"""Segments of each question; between two segments goes a pause from PAUSES_MS (in turn)."""
+"""Segments of each question (between two goes a pause from PAUSES_MS, in turn), and its accepted answers (none:
+an open question, timed but not scored)."""
+MANIFEST = "questions.json"
 PAUSES_MS: tuple[float, ...] = (600.0, 450.0, 550.0, 400.0)
 ESPEAK_VOICE = "en-us"
 ESPEAK_WORDS_PER_MINUTE = 140
@@ -60,14 +66,17 @@ class Question:
     """Time of the last voiced sample from the start of the file: the question's end of speech."""
     pauses_ms: tuple[float, ...]
     """Silent gaps inside the question (>= 100 ms), e.g. a mid-sentence pause."""
+    answers: tuple[str, ...] = ()
+    """Accepted answers, any one counts (empty: the answer is not scored)."""
 
     def describe(self) -> dict[str, object]:
         return {"name": self.name, "text": self.text, "duration_s": round(self.duration_s, 3),
                 "voiced_start_s": round(self.voiced_start_s, 3), "voiced_end_s": round(self.voiced_end_s, 3),
-                "pauses_ms": [round(p) for p in self.pauses_ms]}
+                "pauses_ms": [round(p) for p in self.pauses_ms], "answers": list(self.answers)}
 
 
-def _question(name: str, text: str, samples: NDArray[np.float32], rate: int, path: Path) -> Question:
+def _question(name: str, text: str, samples: NDArray[np.float32], rate: int, path: Path,
+              answers: tuple[str, ...] = ()) -> Question:
     """Write the question as a 16-bit WAV, then take its marks from that file: what is played is what is known."""
     import soundfile
 
@@ -77,7 +86,7 @@ def _question(name: str, text: str, samples: NDArray[np.float32], rate: int, pat
     if span is None:
         raise BenchError(f"question {name} is silent (nothing above -40 dBFS): record it louder")
     return Question(name, text, path, rate, len(samples) / rate, span[0] / rate, span[1] / rate,
-                    tuple(pauses_ms(samples, rate)))
+                    tuple(pauses_ms(samples, rate)), answers)
 
 
 def _espeak(text: str, work: Path) -> tuple[NDArray[np.float32], int]:
@@ -101,7 +110,7 @@ def built_in(work: Path) -> list[Question]:
     work.mkdir(parents=True, exist_ok=True)
     questions: list[Question] = []
     pause_index = 0
-    for index, segments in enumerate(BUILT_IN):
+    for index, (segments, answers) in enumerate(BUILT_IN):
         parts: list[NDArray[np.float32]] = []
         rate = 0
         for position, text in enumerate(segments):
@@ -114,7 +123,7 @@ def built_in(work: Path) -> list[Question]:
         edge = np.zeros(round(rate * LEAD_IN_S), dtype=np.float32)
         samples = np.concatenate([edge, *parts, edge])
         questions.append(_question(f"q{index + 1:02d}", " ".join(segments), samples, rate,
-                                   work / f"q{index + 1:02d}.wav"))
+                                   work / f"q{index + 1:02d}.wav", answers))
     return questions
 
 
@@ -127,6 +136,7 @@ def from_directory(directory: Path, work: Path) -> list[Question]:
     files = sorted(p for p in directory.iterdir() if p.suffix.lower() == ".wav" and p.is_file())
     if not files:
         raise BenchError(f"--questions {directory}: no .wav files in it")
+    known = read_manifest(directory, {path.name for path in files})
     work.mkdir(parents=True, exist_ok=True)
     questions: list[Question] = []
     for index, path in enumerate(files):
@@ -135,5 +145,31 @@ def from_directory(directory: Path, work: Path) -> list[Question]:
         except (RuntimeError, OSError) as exc:
             raise BenchError(f"--questions: cannot read {path} as audio ({exc})") from exc
         mono = np.ascontiguousarray(data.mean(axis=1), dtype=np.float32)
-        questions.append(_question(path.name, "", mono, int(rate), work / f"q{index + 1:02d}.wav"))
+        text, answers = known.get(path.name, ("", ()))
+        questions.append(_question(path.name, text, mono, int(rate), work / f"q{index + 1:02d}.wav", answers))
     return questions
+
+
+def read_manifest(directory: Path, files: set[str]) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """`directory`/questions.json as {file: (text, accepted answers)}; {} without one. A clear error for a manifest
+    that is not the documented shape or names a WAV file that is not there."""
+    path = directory / MANIFEST
+    if not path.is_file():
+        return {}
+    shape = ('{"questions": [{"file": "q00.wav", "text": "What is the capital of France?", "answers": ["paris"]}]}')
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))["questions"]
+        known = {}
+        for entry in entries:
+            answers = entry.get("answers", [])
+            if not isinstance(entry["file"], str) or not isinstance(entry["text"], str) or not isinstance(
+                    answers, list) or not all(isinstance(a, str) for a in answers):
+                raise TypeError(entry)
+            known[entry["file"]] = (entry["text"], tuple(answers))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise BenchError(f"--questions: {path} is not a questions manifest ({type(exc).__name__}: {exc}); "
+                         f"expected {shape}") from exc
+    missing = sorted(set(known) - files)
+    if missing:
+        raise BenchError(f"--questions: {path} names {', '.join(missing)}, not among the .wav files of {directory}")
+    return known

@@ -54,6 +54,7 @@ from voicecli.bench.report import (
     run_bench,
     summarize_samples,
 )
+from voicecli.bench.scoring import score
 from voicecli.bench.target import BenchError, Target, endpoint_stats, resolve_target
 from voicecli.bench.virtual_audio import MIC_SOURCE, SPEAKER_MONITOR, PrivatePulse, PulseUnavailable, Recorder
 from voicecli.config import Config
@@ -161,9 +162,14 @@ class Observation:
         metrics.update({f"mark_{m}": marks.get(m) for m in MARKS})
         heard = (None if self.question_start is None or self.question_end is None
                  else round(self.question_end - self.question_start, 3))
+        scored = score(self.question.text, self.question.answers, self.transcripts, self.answers)
         return Sample(self.mode, 0.0, self.turn, metrics, {
             "question": self.question.name,
             "question_text": self.question.text,
+            "accepted_answers": list(self.question.answers),
+            "word_errors": scored.word_errors,
+            "reference_words": scored.reference_words,
+            "answer_right": scored.answer_right,
             "question_pauses_ms": [round(p) for p in self.question.pauses_ms],
             "question_voiced_s_file": round(self.question.voiced_end_s - self.question.voiced_start_s, 3),
             "question_voiced_s_heard": heard,
@@ -374,8 +380,22 @@ def summary_by_mode(samples: list[Sample], modes: list[str]) -> dict[str, dict[s
             "underruns": sum(int(s.detail.get("underruns", 0)) for s in mine),
             "answers_with_underruns": sum(1 for s in mine if s.detail.get("underruns", 0)),
             "timeline_marks_p50_ms": marks,
+            **_scores(mine),
         }
     return out
+
+
+def _scores(samples: list[Sample]) -> dict[str, Any]:
+    """What was understood and answered right, over the questions whose text (and answers) are known: the
+    transcript's word error rate (errors over reference words, pooled), and answers right of those scored."""
+    heard = [s.detail for s in samples if s.detail.get("reference_words")]
+    scored = [s.detail["answer_right"] for s in samples if s.detail.get("answer_right") is not None]
+    reference = sum(d["reference_words"] for d in heard)
+    return {
+        "transcript_wer": round(sum(d["word_errors"] for d in heard) / reference, 4) if reference else None,
+        "answers_right": sum(1 for right in scored if right),
+        "answers_scored": len(scored),
+    }
 
 
 def _ms(value: float | None) -> str:
@@ -397,22 +417,32 @@ def render_markdown(result: BenchResult) -> str:
         "while the answer was still coming (its audio arrived late).",
         "",
         "| mode | questions | answered | felt p50 | felt p95 | premature | speculations cancelled | "
-        "answers with a gap | " + " | ".join(f"{m} p50" for m in STAGES) + " |",
-        "|---|" + "---:|" * (7 + len(STAGES)),
+        "answers with a gap | transcript WER | answers right | " + " | ".join(f"{m} p50" for m in STAGES) + " |",
+        "|---|" + "---:|" * (9 + len(STAGES)),
     ]
     for mode, row in by_mode.items():
         marks = row["timeline_marks_p50_ms"]
+        wer = row.get("transcript_wer")
+        right = f"{row['answers_right']} / {row['answers_scored']}" if row.get("answers_scored") else "–"
         lines.append(f"| {mode} | {row['turns']} | {row['answered']} | {_ms(row['felt_latency_p50_ms'])} | "
                      f"{_ms(row['felt_latency_p95_ms'])} | {row['premature_answers']} | "
                      f"{row['speculations_cancelled']} | {row.get('answers_with_underruns', '–')} | "
+                     f"{'–' if wer is None else f'{wer:.1%}'} | {right} | "
                      + " | ".join(_ms(marks.get(m)) for m in STAGES) + " |")
-    lines += ["", "Timeline marks are the app's own (ms after its detected speech end, medians).", "",
-              "| mode | # | question | heard as | felt ms | first_audio_played ms | premature |",
-              "|---|---:|---|---|---:|---:|---|"]
+    lines += ["", "Timeline marks are the app's own (ms after its detected speech end, medians). Transcript WER: word "
+              "errors over the questions' words, after case, punctuation and number words are normalised; an answer is "
+              "right when it holds one of the question's accepted answers (voicecli/bench/scoring.py).", "",
+              "| mode | # | question | heard as | word errors | answer | right | felt ms | first_audio_played ms | "
+              "premature |",
+              "|---|---:|---|---|---:|---|---|---:|---:|---|"]
     for sample in result.samples:
         detail = sample.detail
+        right = {True: "yes", False: "no", None: "–"}[detail.get("answer_right")]
+        errors = detail.get("word_errors")
+        answer = " / ".join(detail["answers"]).replace("|", "/").replace("\n", " ")
         lines.append(f"| {sample.variant} | {sample.run + 1} | {detail['question_text'] or detail['question']} | "
-                     f"{' / '.join(detail['transcripts']) or '(nothing)'} | {_ms(sample.metrics[FELT.key])} | "
+                     f"{' / '.join(detail['transcripts']) or '(nothing)'} | {'–' if errors is None else errors} | "
+                     f"{answer[:120] or '(none)'} | {right} | {_ms(sample.metrics[FELT.key])} | "
                      f"{_ms(sample.metrics['mark_first_audio_played'])} | {'; '.join(detail['premature']) or 'no'} |")
     lines += ["", *[f"- {note}" for note in result.notes], "", "![turn waterfall](turn_waterfall.png)", ""]
     return "\n".join(lines)
