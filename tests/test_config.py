@@ -82,6 +82,7 @@ def test_user_file_is_found_through_xdg(tmp_path: Path, monkeypatch: pytest.Monk
         ('[llm]\nbackend = "gpt"\n', "one of 'local', 'bedrock', 'openai'"),
         ('[endpoint]\ntarget = "ftp://x"\n', "'local', 'sagemaker' or a ws://"),
         ('[tts]\nvoise = "af_heart"\n', "unknown setting 'tts.voise'"),
+        ('[llm.bedrock]\nmodelid = "x"\n', "unknown setting 'llm.bedrock.modelid'"),
         ('[audio]\necho_gate = "maybe"\n', "expected true or false"),
         ('[tts\n', "not valid TOML"),
     ],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import threading
@@ -26,6 +27,7 @@ from tests.endpoint_process import EndpointProcess
 from tests.standins import bedrock as standin
 from tests.standins.bedrock import BedrockStandIn
 from tests.standins.tcp_proxy import CuttableProxy
+from voicecli.config import Config
 from voicecli.converse.pipeline import (
     PipelineEvent,
     PipelineSettings,
@@ -35,7 +37,7 @@ from voicecli.converse.pipeline import (
     VoicePipeline,
 )
 from voicecli.converse.timeline import Mark, TurnTimeline
-from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
+from voicecli.llm.bedrock import BedrockLLM
 from voicecli.llm.history import Conversation
 from voicecli.playback.sinks import CollectingSink
 from voicecli.tts.base import AudioChunk, AudioEvent, AudioStart, SpeechRequest, TTSTransport
@@ -128,7 +130,7 @@ class Harness:
         self.sink = CollectingSink()
         self.events: list[PipelineEvent] = []
         self.on_mark: dict[str, list[object]] = {}
-        llm = BedrockLLM(BedrockSettings(endpoint_url=bedrock.url, region="us-east-1"))
+        llm = BedrockLLM(dataclasses.replace(Config.defaults().llm.bedrock, endpoint_url=bedrock.url))
         settings = PipelineSettings(first_fragment_words=0, min_sentence_chars=0, stall_timeout_s=stall_timeout_s)
         self.pipeline = VoicePipeline(llm, {"bidi": self.tee}, self.sink, settings, Conversation(), self.events.append)
         self.first_audio: asyncio.Event | None = None

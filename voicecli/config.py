@@ -263,7 +263,8 @@ class EndpointSettings:
 
 @dataclass(frozen=True)
 class LlmBedrockSettings:
-    """[llm.bedrock]."""
+    """[llm.bedrock]: the Bedrock backend's settings, taken as they are by `BedrockLLM`. Each [llm.*] section is
+    its backend's only settings class: one typed path from the file to the backend, no copy to keep in step."""
 
     model_id: str
     region: str
@@ -273,7 +274,7 @@ class LlmBedrockSettings:
 
 @dataclass(frozen=True)
 class LlmOpenaiSettings:
-    """[llm.openai]."""
+    """[llm.openai]: the OpenAI-compatible backend's settings, taken as they are by `OpenAICompatLLM`."""
 
     base_url: str
     model: str
@@ -282,7 +283,8 @@ class LlmOpenaiSettings:
 
 @dataclass(frozen=True)
 class LlmLocalSettings:
-    """[llm.local]."""
+    """[llm.local]: the embedded model's settings, taken as they are by `LocalLLM` (with the app's models
+    directory, which is not an [llm] setting)."""
 
     model_file: str
     threads: int
@@ -291,7 +293,7 @@ class LlmLocalSettings:
 
 @dataclass(frozen=True)
 class LlmSettings:
-    """[llm]: which LLM answers, and the sampling settings every backend shares."""
+    """[llm]: which LLM answers, and the sampling settings every backend shares; `create_llm` builds from it."""
 
     backend: str
     system_prompt: str

@@ -17,6 +17,7 @@ from tests.conftest import RunningServer
 from tests.standins import bedrock as standin
 from tests.standins.bedrock import BedrockStandIn
 from voicecli.audio.pcm import pcm16_to_float32
+from voicecli.config import Config
 from voicecli.converse.pipeline import (
     PipelineEvent,
     PipelineSettings,
@@ -26,7 +27,7 @@ from voicecli.converse.pipeline import (
     VoicePipeline,
 )
 from voicecli.converse.timeline import Mark
-from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
+from voicecli.llm.bedrock import BedrockLLM
 from voicecli.llm.history import Conversation
 from voicecli.playback.sinks import CollectingSink
 from voicecli.tts.base import AudioChunk, AudioEvent, TTSTransport
@@ -60,7 +61,7 @@ class Recorder:
 
 def make_pipeline(bedrock: BedrockStandIn, transports: dict[str, TTSTransport], recorder: Recorder,
                   mode: str = "bidi") -> tuple[VoicePipeline, CollectingSink]:
-    llm = BedrockLLM(BedrockSettings(endpoint_url=bedrock.url, region="us-east-1"))
+    llm = BedrockLLM(dataclasses.replace(Config.defaults().llm.bedrock, endpoint_url=bedrock.url))
     sink = CollectingSink()
     settings = PipelineSettings(mode=mode, first_fragment_words=0, min_sentence_chars=0)
     return VoicePipeline(llm, transports, sink, settings, Conversation(), recorder), sink
@@ -170,7 +171,7 @@ async def test_pcm16_cut_at_odd_offsets_plays_every_sample(bedrock: BedrockStand
     recorder = Recorder()
     sink = CollectingSink()
     settings = PipelineSettings(mode="bidi", first_fragment_words=0, min_sentence_chars=0, audio_format="pcm16")
-    llm = BedrockLLM(BedrockSettings(endpoint_url=bedrock.url, region="us-east-1"))
+    llm = BedrockLLM(dataclasses.replace(Config.defaults().llm.bedrock, endpoint_url=bedrock.url))
     pipeline = VoicePipeline(llm, {"bidi": transport}, sink, settings, Conversation(), recorder)
     try:
         await pipeline.turn("Tell me about the Moon.")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tests.standins.bedrock import BedrockStandIn
 from tests.standins.sagemaker import Behaviour, SageMakerRuntimeStandIn
 from tests.standins.sagemaker_bidi import BidiBehaviour, BidiStandIn
 from tests.standins.tls import make_self_signed
+from voicecli.config import Config
 from voicecli.converse.pipeline import PipelineSettings
 from voicecli.converse.race import (
     Race,
@@ -31,7 +33,7 @@ from voicecli.converse.race import (
 )
 from voicecli.converse.timeline import SentenceMarks, TurnTimeline
 from voicecli.llm.base import StreamEnd, StreamEvent, TextDelta
-from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
+from voicecli.llm.bedrock import BedrockLLM
 from voicecli.playback.sinks import CollectingSink
 from voicecli.tts.base import TTSTransport
 from voicecli.tts.sagemaker import SageMakerBatchTransport, SageMakerBidiTransport, SageMakerTarget
@@ -178,7 +180,7 @@ async def test_a_race_over_sagemaker_shows_the_network_share_where_the_transport
         sagemaker: dict[str, TTSTransport], bedrock: BedrockStandIn) -> None:
     bedrock.queue(standin.Reply(deltas=["The sky is blue", " because air scatters blue light.",
                                         " Sunsets are red", " for the same reason."], delay_s=0.05))
-    llm = BedrockLLM(BedrockSettings(endpoint_url=bedrock.url, region="us-east-1"))
+    llm = BedrockLLM(dataclasses.replace(Config.defaults().llm.bedrock, endpoint_url=bedrock.url))
     output = CollectingSink()
     for transport in sagemaker.values():
         await transport.connect()

@@ -8,6 +8,7 @@ that was withdrawn, the cancel sent on the same connection, and a confirmed answ
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 
@@ -15,6 +16,7 @@ import pytest
 
 from tests.standins import bedrock as standin
 from tests.standins.bedrock import BedrockStandIn
+from voicecli.config import Config
 from voicecli.converse.pipeline import (
     PipelineEvent,
     PipelineSettings,
@@ -25,7 +27,7 @@ from voicecli.converse.pipeline import (
 )
 from voicecli.converse.turn_taking import TurnTaker
 from voicecli.listen.listener import DraftWithdrawn, SpokenDraft, SpokenTurn
-from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
+from voicecli.llm.bedrock import BedrockLLM
 from voicecli.llm.history import Conversation
 from voicecli.playback.sinks import CollectingSink
 from voicecli.tts.base import TTSTransport
@@ -43,7 +45,7 @@ class Setup:
     def __init__(self, bedrock: BedrockStandIn, transports: dict[str, TTSTransport]) -> None:
         self.events: list[PipelineEvent] = []
         self.sink = CollectingSink()
-        llm = BedrockLLM(BedrockSettings(endpoint_url=bedrock.url, region="us-east-1"))
+        llm = BedrockLLM(dataclasses.replace(Config.defaults().llm.bedrock, endpoint_url=bedrock.url))
         settings = PipelineSettings(first_fragment_words=0, min_sentence_chars=0)
         self.pipeline = VoicePipeline(llm, transports, self.sink, settings, Conversation(), self.events.append)
         self.taker = TurnTaker(self.pipeline)

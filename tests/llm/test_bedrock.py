@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
@@ -11,6 +12,7 @@ import pytest
 
 from tests.standins import bedrock as standin
 from tests.standins.bedrock import BedrockStandIn
+from voicecli.config import Config, LlmBedrockSettings
 from voicecli.llm import (
     ChatMessage,
     LLMAccessDenied,
@@ -22,13 +24,20 @@ from voicecli.llm import (
     StreamEnd,
     TextDelta,
 )
-from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
+from voicecli.llm.bedrock import BedrockLLM
 
 # One loop for fixtures and tests: clients hold loop-bound connections across the fixture boundary.
 pytestmark = [pytest.mark.asyncio(loop_scope="session"), pytest.mark.usefixtures("dummy_aws_credentials")]
 
 MODEL_ID = "us.amazon.nova-lite-v1:0"
 QUESTION = [ChatMessage("user", "Hi there")]
+
+
+def section(**changes: str) -> LlmBedrockSettings:
+    """[llm.bedrock] as shipped (model MODEL_ID, region us-east-1), with `changes`: what BedrockLLM is given."""
+    shipped = Config.defaults().llm.bedrock
+    assert shipped.model_id == MODEL_ID and shipped.region == "us-east-1"
+    return dataclasses.replace(shipped, **changes)
 
 
 @pytest.fixture
@@ -39,7 +48,7 @@ def server() -> Iterator[BedrockStandIn]:
 
 @pytest.fixture
 async def llm(server: BedrockStandIn) -> AsyncIterator[BedrockLLM]:
-    backend = BedrockLLM(BedrockSettings(model_id=MODEL_ID, region="us-east-1", endpoint_url=server.url))
+    backend = BedrockLLM(section(endpoint_url=server.url))
     yield backend
     await backend.aclose()
 
@@ -106,8 +115,7 @@ async def test_http_429_is_throttled_without_retrying(llm: BedrockLLM, server: B
 
 async def test_retry_count_is_configurable(server: BedrockStandIn) -> None:
     server.queue(standin.throttled_http(), standin.normal("ok"))
-    settings = BedrockSettings(model_id=MODEL_ID, endpoint_url=server.url, max_attempts=2)
-    backend = BedrockLLM(settings)
+    backend = BedrockLLM(section(endpoint_url=server.url), max_attempts=2)
     try:
         events = await collect(backend)
     finally:
@@ -177,7 +185,7 @@ async def test_connection_refused_is_unavailable() -> None:
     with socket.socket() as probe:  # a port that was free a moment ago and has no listener
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    backend = BedrockLLM(BedrockSettings(model_id=MODEL_ID, endpoint_url=f"http://127.0.0.1:{port}"))
+    backend = BedrockLLM(section(endpoint_url=f"http://127.0.0.1:{port}"))
     try:
         with pytest.raises(LLMUnavailable, match="cannot reach Bedrock"):
             await collect(backend)
@@ -190,7 +198,7 @@ async def test_missing_credentials_say_how_to_configure(
 ) -> None:
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
-    backend = BedrockLLM(BedrockSettings(model_id=MODEL_ID, endpoint_url=server.url))
+    backend = BedrockLLM(section(endpoint_url=server.url))
     try:
         with pytest.raises(LLMAccessDenied, match="aws configure"):
             await collect(backend)
@@ -201,7 +209,7 @@ async def test_missing_credentials_say_how_to_configure(
 
 async def test_unknown_profile_is_access_denied() -> None:
     with pytest.raises(LLMAccessDenied, match=r"llm\.bedrock\.profile"):
-        BedrockLLM(BedrockSettings(model_id=MODEL_ID, profile="no-such-profile"))
+        BedrockLLM(section(profile="no-such-profile"))
 
 
 async def test_closing_the_stream_hangs_up_while_the_model_is_still_generating(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from voicecli.config import Config, LlmLocalSettings
 from voicecli.llm import ChatMessage, LLMError, LLMModelUnavailable, LLMUnavailable, StreamEnd, TextDelta
-from voicecli.llm.local import DEFAULT_MODEL_FILE, LocalLLM, LocalSettings
+from voicecli.llm.local import DEFAULT_MODEL_FILE, LocalLLM
 from voicecli.paths import default_models_dir
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -20,12 +22,17 @@ MODELS_DIR = Path(os.environ.get("VOICECLI_MODELS_DIR") or default_models_dir())
 SYSTEM = "You are a helpful voice assistant. Answer in short spoken sentences."
 
 
+def section(**changes: str | int) -> LlmLocalSettings:
+    """[llm.local] as shipped (the default model file), with `changes`: what LocalLLM is given."""
+    return dataclasses.replace(Config.defaults().llm.local, **changes)
+
+
 @pytest.fixture(scope="session")
 async def smollm2() -> AsyncIterator[LocalLLM]:
     pytest.importorskip("llama_cpp", reason="needs the local-llm extra: pip install 'voicecli[local-llm]'")
     if not (MODELS_DIR / DEFAULT_MODEL_FILE).is_file():
         pytest.skip(f"{MODELS_DIR / DEFAULT_MODEL_FILE} missing: voicecli models install --only smollm2")
-    llm = LocalLLM(LocalSettings(models_dir=MODELS_DIR, threads=1, context_tokens=2048))
+    llm = LocalLLM(section(threads=1, context_tokens=2048), models_dir=MODELS_DIR)
     await llm.load()
     yield llm
     await llm.aclose()
@@ -82,14 +89,14 @@ async def test_conversation_longer_than_the_window(smollm2: LocalLLM) -> None:
 
 async def test_missing_model_file_names_the_install_command(tmp_path: Path) -> None:
     with pytest.raises(LLMModelUnavailable, match="voicecli models install --only smollm2"):
-        LocalLLM(LocalSettings(models_dir=tmp_path))
+        LocalLLM(section(), models_dir=tmp_path)
 
 
 async def test_missing_engine_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # what an install without the extra looks like
-    llm = LocalLLM(LocalSettings(models_dir=tmp_path, model_file="model.gguf"))
+    llm = LocalLLM(section(model_file="model.gguf"), models_dir=tmp_path)
     with pytest.raises(LLMUnavailable, match=r"pip install 'voicecli\[local-llm\]'"):
         async for _ in llm.stream([ChatMessage("user", "hi")], system="", max_tokens=4, temperature=0.0):
             pass
@@ -99,7 +106,7 @@ async def test_missing_engine_names_the_extra(tmp_path: Path, monkeypatch: pytes
 async def test_damaged_model_file_is_unavailable(tmp_path: Path) -> None:
     pytest.importorskip("llama_cpp")
     (tmp_path / "broken.gguf").write_bytes(b"not a gguf file at all" * 100)
-    llm = LocalLLM(LocalSettings(models_dir=tmp_path, model_file="broken.gguf"))
+    llm = LocalLLM(section(model_file="broken.gguf"), models_dir=tmp_path)
     with pytest.raises(LLMModelUnavailable, match="could not load"):
         await llm.load()
     await llm.aclose()

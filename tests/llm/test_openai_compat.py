@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
@@ -11,6 +12,7 @@ import pytest
 
 from tests.standins import openai as standin
 from tests.standins.openai import OpenAIStandIn
+from voicecli.config import Config, LlmOpenaiSettings
 from voicecli.llm import (
     ChatMessage,
     LLMAccessDenied,
@@ -22,13 +24,18 @@ from voicecli.llm import (
     StreamEnd,
     TextDelta,
 )
-from voicecli.llm.openai_compat import OpenAICompatLLM, OpenAISettings
+from voicecli.llm.openai_compat import OpenAICompatLLM
 
 # One loop for fixtures and tests: clients hold loop-bound connections across the fixture boundary.
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 QUESTION = [ChatMessage("user", "Hi there")]
 KEY_ENV = "VOICECLI_TEST_OPENAI_KEY"
+
+
+def section(**changes: str) -> LlmOpenaiSettings:
+    """[llm.openai] as shipped, with `changes`: what OpenAICompatLLM is given."""
+    return dataclasses.replace(Config.defaults().llm.openai, **changes)
 
 
 @pytest.fixture
@@ -40,7 +47,7 @@ def server() -> Iterator[OpenAIStandIn]:
 @pytest.fixture
 async def llm(server: OpenAIStandIn, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[OpenAICompatLLM]:
     monkeypatch.setenv(KEY_ENV, "sk-standin")
-    backend = OpenAICompatLLM(OpenAISettings(base_url=server.base_url, model="tiny", api_key_env=KEY_ENV))
+    backend = OpenAICompatLLM(section(base_url=server.base_url, model="tiny", api_key_env=KEY_ENV))
     yield backend
     await backend.aclose()
 
@@ -71,7 +78,7 @@ async def test_sends_system_messages_key_and_sampling(llm: OpenAICompatLLM, serv
 
 
 async def test_no_key_variable_sends_no_authorization(server: OpenAIStandIn) -> None:
-    backend = OpenAICompatLLM(OpenAISettings(base_url=server.base_url, api_key_env="", include_usage=False))
+    backend = OpenAICompatLLM(section(base_url=server.base_url, api_key_env=""), include_usage=False)
     try:
         events = await collect(backend)
     finally:
@@ -141,7 +148,7 @@ async def test_connection_refused_is_unavailable() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    backend = OpenAICompatLLM(OpenAISettings(base_url=f"http://127.0.0.1:{port}/v1"))
+    backend = OpenAICompatLLM(section(base_url=f"http://127.0.0.1:{port}/v1"))
     try:
         with pytest.raises(LLMUnavailable, match="cannot connect"):
             await collect(backend)

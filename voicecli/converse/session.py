@@ -7,11 +7,9 @@ failure at start-up (endpoint down, model missing, credentials absent) is report
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from voicecli.config import Config
 from voicecli.converse.pipeline import PipelineEvent, PipelineSettings, VoicePipeline
@@ -23,7 +21,7 @@ from voicecli.tts.base import TransportError, TTSTransport
 from voicecli.tts.http_batch import BatchHttpTransport
 from voicecli.tts.local_endpoint import EndpointStartError, LocalEndpoint, ensure_local_endpoint
 from voicecli.tts.websocket import WebSocketTransport
-from voicecli.wire.protocol import DEFAULTS, Limits
+from voicecli.wire.server_options import ServerOptions
 
 Progress = Callable[[str], None]
 
@@ -34,20 +32,8 @@ these as one message that says what to do, never a traceback."""
 
 
 def llm_from_config(config: Config) -> LLM:
-    backend = config.llm.backend
-    settings: dict[str, Any]
-    if backend == "local":
-        settings = {"models_dir": config.models_dir, "model_file": config.llm.local.model_file,
-                    "threads": config.llm.local.threads,
-                    "context_tokens": config.llm.local.context_tokens}
-    elif backend == "bedrock":
-        settings = {"model_id": config.llm.bedrock.model_id, "region": config.llm.bedrock.region,
-                    "profile": config.llm.bedrock.profile,
-                    "endpoint_url": config.llm.bedrock.endpoint_url}
-    else:
-        settings = {"base_url": config.llm.openai.base_url, "model": config.llm.openai.model,
-                    "api_key_env": config.llm.openai.api_key_env}
-    return create_llm(backend, **settings)
+    """The configured LLM: its typed [llm] sections go to `create_llm` as loaded, plus the models directory."""
+    return create_llm(config.llm, models_dir=config.models_dir)
 
 
 def llm_label(config: Config) -> str:
@@ -57,16 +43,6 @@ def llm_label(config: Config) -> str:
     if backend == "bedrock":
         return f"bedrock {config.llm.bedrock.model_id}"
     return f"openai {config.llm.openai.model}"
-
-
-def server_limits(config: Config) -> Limits:
-    """The limits `voicecli serve` and the autostarted local server enforce (endpoint.local.*)."""
-    return dataclasses.replace(
-        DEFAULTS.limits,
-        max_sessions=config.endpoint.local.max_sessions,
-        max_queued_requests=config.endpoint.local.max_queued_requests,
-        idle_timeout_s=config.endpoint.local.idle_timeout_s,
-    )
 
 
 def pipeline_settings(config: Config) -> PipelineSettings:
@@ -153,11 +129,8 @@ async def open_transports(config: Config, progress: Progress, stack: contextlib.
             transports, label = sagemaker_transports(config)
         else:
             if target == "local":
-                local = await ensure_local_endpoint(
-                    config.endpoint.local.host, config.endpoint.local.port,
-                    config.endpoint.local.engine, config.endpoint.local.threads,
-                    config.models_dir, timeout, config.endpoint.local.autostart, progress,
-                    token=token, limits=server_limits(config), workers=config.endpoint.local.workers)
+                local = await ensure_local_endpoint(ServerOptions.from_config(config), timeout,
+                                                    config.endpoint.local.autostart, progress)
                 opening.callback(local.stop)
                 url = local.url
             else:

@@ -6,9 +6,9 @@ dependencies.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+from pathlib import Path
 
+from voicecli.config import LlmSettings
 from voicecli.llm.base import (
     CONTENT_FILTERED,
     END_TURN,
@@ -47,42 +47,27 @@ __all__ = [
 ]
 
 BACKENDS = ("local", "bedrock", "openai")
+"""What `create_llm` builds; config's `llm.backend` accepts exactly these (a test holds the two lists equal)."""
 
 
-def create_llm(backend: str, **settings: Any) -> LLM:
-    """Build the backend named by config `llm.backend` from its section's keys (e.g. [llm.bedrock]).
+def create_llm(settings: LlmSettings, *, models_dir: Path) -> LLM:
+    """The backend `settings.backend` names, built from its own typed section (`settings.bedrock`, ...).
 
-    "local" also needs `models_dir` (a Path). Unknown keys are rejected with the list of valid ones, so a typo
-    in the config file is reported rather than silently ignored.
+    The sections are config's dataclasses, already checked key by key and value by value when the configuration
+    was loaded, so a misspelt or missing setting never reaches here. `models_dir` is where "local" looks for its
+    model file (config's `models_dir`: models.dir or the XDG data directory); the other backends ignore it.
     """
-    settings_class: Any
-    factory: Any
-    if backend == "bedrock":
-        from voicecli.llm.bedrock import BedrockLLM, BedrockSettings
+    if settings.backend == "bedrock":
+        from voicecli.llm.bedrock import BedrockLLM
 
-        settings_class, factory = BedrockSettings, BedrockLLM
-    elif backend in ("openai", "openai_compat", "openai-compat"):
-        from voicecli.llm.openai_compat import OpenAICompatLLM, OpenAISettings
+        return BedrockLLM(settings.bedrock)
+    if settings.backend == "openai":
+        from voicecli.llm.openai_compat import OpenAICompatLLM
 
-        settings_class, factory = OpenAISettings, OpenAICompatLLM
-    elif backend == "local":
-        from voicecli.llm.local import LocalLLM, LocalSettings
+        return OpenAICompatLLM(settings.openai)
+    if settings.backend == "local":
+        from voicecli.llm.local import LocalLLM
 
-        settings_class, factory = LocalSettings, LocalLLM
-    else:
-        raise LLMError(f"unknown LLM backend {backend!r}", f"set llm.backend to one of {', '.join(BACKENDS)}")
-    known = {f.name for f in dataclasses.fields(settings_class)}
-    unknown = sorted(set(settings) - known)
-    if unknown:
-        raise LLMError(
-            f"unknown setting(s) {', '.join(unknown)} for the {backend} LLM backend",
-            f"use only {', '.join(sorted(known))}",
-        )
-    try:
-        config = settings_class(**settings)
-    except TypeError as exc:  # a required setting is missing
-        raise LLMError(
-            f"incomplete settings for the {backend} LLM backend ({exc})", "pass every required setting"
-        ) from exc
-    llm: LLM = factory(config)
-    return llm
+        return LocalLLM(settings.local, models_dir=models_dir)
+    # Config.load refuses any other name; this guards a section built or replaced in code.
+    raise LLMError(f"unknown LLM backend {settings.backend!r}", f"set llm.backend to one of {', '.join(BACKENDS)}")

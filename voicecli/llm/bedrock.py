@@ -9,13 +9,13 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncGenerator
 from contextlib import aclosing, suppress
-from dataclasses import dataclass
 from typing import Any
 
 import boto3
 import botocore.exceptions as bx
 from botocore.config import Config
 
+from voicecli.config import LlmBedrockSettings
 from voicecli.llm.base import (
     END_TURN,
     ChatMessage,
@@ -30,20 +30,6 @@ from voicecli.llm.base import (
     TextDelta,
 )
 from voicecli.llm.threaded import Emit, ThreadedStreams
-
-
-@dataclass(frozen=True, slots=True)
-class BedrockSettings:
-    """Keys mirror the [llm.bedrock] config section; the rest are for tests and tuning."""
-
-    model_id: str = "us.amazon.nova-lite-v1:0"
-    region: str = "us-east-1"
-    profile: str = ""  # empty: the default credential chain
-    endpoint_url: str = ""  # empty: the real regional endpoint (tests point it at a stand-in)
-    max_attempts: int = 1  # 1 = no retries, so throttling surfaces at once
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 60.0
-
 
 _CREDENTIALS_TODO = (
     "configure credentials with `aws configure` (or `aws sso login`), set AWS_PROFILE or llm.bedrock.profile, "
@@ -63,7 +49,7 @@ def _short_code(code: str) -> str:
     return code.lower().removesuffix("exception")
 
 
-def map_client_error(code: str, message: str, *, settings: BedrockSettings, mid_stream: bool) -> LLMError:
+def map_client_error(code: str, message: str, *, settings: LlmBedrockSettings, mid_stream: bool) -> LLMError:
     """Translate a Bedrock error code into an LLMError that tells the user what to do."""
     short = _short_code(code)
     model, region = settings.model_id, settings.region
@@ -102,7 +88,7 @@ def map_client_error(code: str, message: str, *, settings: BedrockSettings, mid_
     return LLMError(f"Bedrock request failed {said}", "retry; if it persists, check the model id and region")
 
 
-def map_exception(exc: Exception, *, settings: BedrockSettings, endpoint: str, mid_stream: bool) -> LLMError:
+def map_exception(exc: Exception, *, settings: LlmBedrockSettings, endpoint: str, mid_stream: bool) -> LLMError:
     """Translate anything boto3/botocore/urllib3 raises into an actionable LLMError."""
     if isinstance(exc, LLMError):
         return exc
@@ -160,7 +146,7 @@ def build_request(
 class _ConverseCall:
     """One ConverseStream request, read to the end in a worker thread."""
 
-    def __init__(self, client: Any, request: dict[str, Any], settings: BedrockSettings) -> None:
+    def __init__(self, client: Any, request: dict[str, Any], settings: LlmBedrockSettings) -> None:
         self._client = client
         self._request = request
         self._settings = settings
@@ -221,12 +207,21 @@ class _ConverseCall:
 class BedrockLLM:
     """Streams answers from a Bedrock model with the ConverseStream API."""
 
-    def __init__(self, settings: BedrockSettings) -> None:
+    def __init__(
+        self,
+        settings: LlmBedrockSettings,
+        *,
+        max_attempts: int = 1,
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float = 60.0,
+    ) -> None:
+        """`settings` is the [llm.bedrock] section as loaded. The keywords are tuning the config does not expose:
+        `max_attempts` 1 means no retries, so throttling is reported at once (tests raise it to see a retry)."""
         self.settings = settings
         config = Config(
-            retries={"total_max_attempts": max(1, settings.max_attempts), "mode": "standard"},
-            connect_timeout=settings.connect_timeout_s,
-            read_timeout=settings.read_timeout_s,
+            retries={"total_max_attempts": max(1, max_attempts), "mode": "standard"},
+            connect_timeout=connect_timeout_s,
+            read_timeout=read_timeout_s,
         )
         try:
             session = boto3.Session(profile_name=settings.profile or None, region_name=settings.region or None)

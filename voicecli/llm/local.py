@@ -12,10 +12,10 @@ import threading
 import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from voicecli.config import LlmLocalSettings
 from voicecli.llm.base import (
     CONTENT_FILTERED,
     END_TURN,
@@ -35,27 +35,22 @@ _INSTALL_MODEL = "install it with `voicecli models install --only smollm2`, or p
 _FINISH_REASONS = {"stop": END_TURN, "length": MAX_TOKENS, "content_filter": CONTENT_FILTERED}
 
 
-@dataclass(frozen=True, slots=True)
-class LocalSettings:
-    """Keys mirror [llm.local]; `models_dir` comes from the app (tests: VOICECLI_MODELS_DIR)."""
-
-    models_dir: Path
-    model_file: str = ""  # empty: DEFAULT_MODEL_FILE under models_dir; relative paths are under models_dir too
-    threads: int = 1
-    context_tokens: int = 2048
-
-    @property
-    def model_path(self) -> Path:
-        return self.models_dir / (Path(self.model_file).expanduser() if self.model_file else DEFAULT_MODEL_FILE)
+def local_model_path(settings: LlmLocalSettings, models_dir: Path) -> Path:
+    """The GGUF the embedded backend loads: llm.local.model_file (a relative path is under `models_dir`), or
+    DEFAULT_MODEL_FILE under `models_dir` when that setting is empty."""
+    return models_dir / (Path(settings.model_file).expanduser() if settings.model_file else DEFAULT_MODEL_FILE)
 
 
 class LocalLLM:
     """Streams answers from a GGUF chat model loaded into this process (once, on first use or `load()`)."""
 
-    def __init__(self, settings: LocalSettings) -> None:
+    def __init__(self, settings: LlmLocalSettings, *, models_dir: Path) -> None:
+        """`settings` is the [llm.local] section as loaded; `models_dir` the app's models directory (config's
+        `models_dir`; tests: VOICECLI_MODELS_DIR), where the model file is looked up."""
         self.settings = settings
-        if not settings.model_path.is_file():
-            raise LLMModelUnavailable(f"the local model file {settings.model_path} is missing", _INSTALL_MODEL)
+        self.model_path = local_model_path(settings, models_dir)
+        if not self.model_path.is_file():
+            raise LLMModelUnavailable(f"the local model file {self.model_path} is missing", _INSTALL_MODEL)
         self._llama: Any = None
         self._lock = threading.Lock()  # a llama.cpp context runs one generation at a time
         self._streams = ThreadedStreams("local-llm")
@@ -97,7 +92,7 @@ class LocalLLM:
                 ) from exc
             try:
                 self._llama = llama_cpp.Llama(
-                    model_path=str(self.settings.model_path),
+                    model_path=str(self.model_path),
                     n_threads=self.settings.threads,
                     # Also one thread for reading the prompt: with two, llama.cpp's thread pool kept a core busy
                     # into the first sentence's synthesis (turns bench: TTS of the first piece 476-540 ms with two,
@@ -108,7 +103,7 @@ class LocalLLM:
                 )
             except (ValueError, RuntimeError, OSError) as exc:
                 raise LLMModelUnavailable(
-                    f"llama.cpp could not load {self.settings.model_path} ({exc})",
+                    f"llama.cpp could not load {self.model_path} ({exc})",
                     "the file may be damaged or not a GGUF chat model: " + _INSTALL_MODEL,
                 ) from exc
         return self._llama

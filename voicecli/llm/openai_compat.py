@@ -10,11 +10,11 @@ import json
 import os
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from voicecli.config import LlmOpenaiSettings
 from voicecli.llm.base import (
     CONTENT_FILTERED,
     END_TURN,
@@ -34,25 +34,23 @@ from voicecli.llm.base import (
 _FINISH_REASONS = {"stop": END_TURN, "length": MAX_TOKENS, "content_filter": CONTENT_FILTERED}
 
 
-@dataclass(frozen=True, slots=True)
-class OpenAISettings:
-    """Keys mirror the [llm.openai] config section."""
-
-    base_url: str = "http://127.0.0.1:11434/v1"
-    model: str = "llama3.2"
-    api_key_env: str = "OPENAI_API_KEY"  # empty: send no key
-    connect_timeout_s: float = 5.0
-    read_timeout_s: float = 60.0
-    # Ask for token usage in the final chunk; turn off for servers that reject `stream_options`.
-    include_usage: bool = True
-
-
 class OpenAICompatLLM:
     """Streams answers from POST {base_url}/chat/completions with stream=true."""
 
-    def __init__(self, settings: OpenAISettings) -> None:
+    def __init__(
+        self,
+        settings: LlmOpenaiSettings,
+        *,
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float = 60.0,
+        include_usage: bool = True,
+    ) -> None:
+        """`settings` is the [llm.openai] section as loaded. The keywords are tuning the config does not expose:
+        `include_usage` asks for token counts in the last chunk (`stream_options`); off for a server that rejects
+        that option."""
         self.settings = settings
-        timeout = httpx.Timeout(settings.read_timeout_s, connect=settings.connect_timeout_s)
+        self._include_usage = include_usage
+        timeout = httpx.Timeout(read_timeout_s, connect=connect_timeout_s)
         self._client = httpx.AsyncClient(base_url=settings.base_url.rstrip("/") + "/", timeout=timeout)
 
     def _headers(self) -> dict[str, str]:
@@ -69,7 +67,7 @@ class OpenAICompatLLM:
             "max_tokens": max_tokens,
             "temperature": temperature,
         }
-        if self.settings.include_usage:
+        if self._include_usage:
             body["stream_options"] = {"include_usage": True}
         return body
 
