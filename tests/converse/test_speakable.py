@@ -4,9 +4,11 @@ split across deltas is read the same as whole (each case is checked whole and on
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from tests.converse.test_segmentation import check, segment
-from voicecli.converse.speakable import speakable_text
+from tests.converse.test_segmentation import check, chunked, long_runs, markdown_answer, nasty_text, segment
+from voicecli.converse.speakable import MarkdownStripper, speakable_text
 
 
 @pytest.mark.parametrize(
@@ -98,3 +100,39 @@ def test_table_rows_are_read_without_pipes() -> None:
 
 def test_speakable_text_is_the_whole_answer_on_one_line() -> None:
     assert speakable_text("# Hi\n\n**Bold** [x](y)\n```\ncode\n```\n") == "Hi Bold x"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.one_of(nasty_text, markdown_answer, long_runs), data=st.data())
+def test_each_delta_releases_what_the_text_so_far_decides(text: str, data: st.DataObject) -> None:
+    """Text that waits (an undecided run, a line waiting for its end, a long delta taken a window at a time) is
+    released the moment the text so far decides it, exactly as if the text so far had come whole."""
+    stripper = MarkdownStripper()
+    out = ""
+    seen = ""
+    for delta in data.draw(chunked(text)):
+        out += stripper.feed(delta)
+        seen += delta
+        assert out == MarkdownStripper().feed(seen)
+    whole = MarkdownStripper()
+    assert out + stripper.flush() == whole.feed(text) + whole.flush()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("#" * 3000 + " not a heading", "#" * 3000 + " not a heading"),
+        (" " * 3000 + "### Title", "\n Title"),
+        ("- " * 1500 + "x", "\n" + " -" * 1499 + " x"),
+        ("`" * 2000 + "\ncode to the end", "\n"),
+        ("a" + "`" * 2000 + "b", "ab"),
+        ("a" + "_" * 2000 + "b", "a" + "_" * 2000 + "b"),
+        ("| " + "[x](u) | " * 600 + "\nafter", "\n" + ", ".join(["x"] * 600) + "\nafter"),
+    ],
+)
+def test_long_constructs_fed_whole_or_in_pieces(text: str, expected: str) -> None:
+    """Constructs far longer than the stripper's window, and undecided for most of their length."""
+    for size in (1, 4, 999, len(text)):
+        stripper = MarkdownStripper()
+        got = "".join(stripper.feed(text[i : i + size]) for i in range(0, len(text), size)) + stripper.flush()
+        assert got == expected, size

@@ -55,8 +55,9 @@ Markdown is made speakable by ``voicecli.converse.speakable`` (its docstring lis
 """
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from enum import Enum
 
 from voicecli.converse.speakable import HARD_BREAK, MarkdownStripper, word_set
@@ -81,6 +82,17 @@ _PHRASE_STARTERS = "is|are|was|were|has|have|and|but|which|who|because|so"
 _CUT_CANDIDATE_FIRST_PHRASE = re.compile(
     _CUT_CANDIDATE_FIRST.pattern + rf"|(?P<phrase>\s(?:{_PHRASE_STARTERS}))(?![\w'\u2019])"
 )
+_PHRASE_STARTER_CHARS = max(len(word) for word in _PHRASE_STARTERS.split("|"))
+_NEAR_WORDS = 64  # characters before a terminator that usually hold the two words its verdict looks at
+
+# The runs a candidate's verdict scans forward over. While a run reaches the end of the text so far, the verdict
+# waits; the matching pattern below says which input leaves it waiting (see _SentenceSplitter._hold).
+_TERMINATOR_RUN = re.compile(f"[{re.escape(_TERMINATORS)}]*")
+_CLOSER_RUN = re.compile(f"[{re.escape(_CLOSERS)}]*")
+_SPACE_RUN = re.compile(r"[^\S\n]*")  # whitespace, but not a hard break
+_HYPHEN_RUN = re.compile("-*")
+_AFTER_TERMINATOR = re.compile(_TERMINATOR_RUN.pattern + _CLOSER_RUN.pattern + _SPACE_RUN.pattern)
+_AFTER_CLOSER = re.compile(_CLOSER_RUN.pattern + _SPACE_RUN.pattern)
 
 # Never a sentence end, whatever follows: titles before names, company suffixes, "versus", "et al.".
 _ABBREVIATIONS = word_set(
@@ -108,15 +120,16 @@ def _plausible_sentence_start(char: str) -> bool:
     )
 
 
-def _is_sentence_end(before: str, terminators: str, following: str) -> bool:
-    """Whether a terminator run ends the sentence, given the sentence text before it and the first
-    character of what follows (after the closers and whitespace)."""
+def _is_sentence_end(last_words: Callable[[], tuple[str, str]], terminators: str, following: str) -> bool:
+    """Whether a terminator run ends the sentence, given the first character of what follows (after the closers
+    and whitespace) and, asked only when needed, the last word of the sentence before the run and the last
+    character of the word before that ("" when there is none)."""
     if not _plausible_sentence_start(following):
         return False
     if terminators != ".":
         return True  # ! ? and ellipses have no abbreviation ambiguity
-    words = before.rsplit(None, 2)
-    token = words[-1].lstrip(_OPENERS).rstrip(_CLOSERS) if words else ""
+    word, previous_end = last_words()
+    token = word.lstrip(_OPENERS).rstrip(_CLOSERS)
     lowered = token.lower()
     if lowered in _ABBREVIATIONS or _INITIALISM.fullmatch(token):
         return False
@@ -125,14 +138,32 @@ def _is_sentence_end(before: str, terminators: str, following: str) -> bool:
     if len(token) == 1 and token.isupper():
         return False  # an initial: "John F. Kennedy"
     # A list marker inside running text: "Steps: 1. Mix. 2. Bake."
-    return not (
-        token.isascii() and token.isdigit() and len(token) <= 3 and (len(words) == 1 or words[-2].endswith(":"))
-    )
+    return not (token.isascii() and token.isdigit() and len(token) <= 3 and previous_end in ("", ":"))
+
+
+def _end_of(pattern: re.Pattern[str], text: str, start: int) -> int:
+    """Where ``pattern`` (a run, which also matches nothing) stops matching text from start on."""
+    found = pattern.match(text, start)
+    assert found is not None  # a run matches the empty string
+    return found.end()
+
+
+def _backwards(parts: Iterable[tuple[str, int, int]]) -> Iterator[str]:
+    """The characters of text[lo:hi] for each (text, lo, hi) in turn, each read from its end."""
+    for text, lo, hi in parts:
+        for index in range(hi - 1, lo - 1, -1):
+            yield text[index]
 
 
 class _SentenceSplitter:
     """Cuts the stripper's plain text into (piece, ended_by_hard_break) pairs, committing each cut as soon
-    as it is certain. Scanning resumes where it stopped, so feeding is linear in the text length."""
+    as it is certain.
+
+    Feeding is linear in the text length, however the text is chunked: scanning resumes where it stopped; the
+    scanned part of the current piece moves to ``_head`` so a long piece is not copied again with every push; and a
+    verdict that waits for a run to end (``Hi.`` and spaces so far) is not re-run for input that only extends the
+    run (``_hold``).
+    """
 
     def __init__(self, first_fragment_words: int, first_phrase_words: int = 0) -> None:
         self._first_fragment_words = first_fragment_words
@@ -140,12 +171,26 @@ class _SentenceSplitter:
         self._reset()
 
     def _reset(self) -> None:
-        self._buf = ""  # text of the current, unfinished piece (and any undecided text after it)
+        self._clear_head()
+        self._buf = ""  # the text after the head: the rest of the current piece and any undecided text after it
         self._scan = 0  # where in _buf scanning resumes
+        # When the verdict on the candidate at _scan waits for a run to end (terminators, closers, whitespace,
+        # hyphens), _hold matches the input that would only extend the run: that input is set aside in _held.
+        self._hold: re.Pattern[str] | None = None
+        self._held: list[str] = []
         self._produced = 0
 
     def push(self, text: str, final: bool) -> list[tuple[str, bool]]:
-        buf = self._buf + text
+        if self._hold is not None and not final and self._hold.fullmatch(text):
+            self._held.append(text)
+            if text and text[-1] in _CLOSERS:  # the run has moved on: closers, then whitespace only
+                self._hold = _AFTER_CLOSER
+            elif text and text[-1].isspace():
+                self._hold = _SPACE_RUN
+            return []
+        buf = "".join([self._buf, *self._held, text])
+        self._held.clear()
+        self._hold = None
         pieces: list[tuple[str, bool]] = []
         start = 0
         index = self._scan
@@ -156,16 +201,19 @@ class _SentenceSplitter:
                 pattern = _CUT_CANDIDATE_FIRST_PHRASE
             found = pattern.search(buf, index)
             if found is None:
-                index = len(buf)
-                if pattern is _CUT_CANDIDATE_FIRST_PHRASE:  # a phrase starter may be arriving: rescan its space
-                    index = max(start, buf.rfind(" ", start), buf.rfind("\t", start))
+                if pattern is _CUT_CANDIDATE_FIRST_PHRASE:
+                    # A phrase starter may be arriving: rescan the tail that can hold its space and a partial word
+                    # (one further back would have matched already, its end being known).
+                    index = max(index, len(buf) - _PHRASE_STARTER_CHARS)
+                else:
+                    index = len(buf)
                 break
             index = found.start()
             char = buf[index]
             if found.groupdict().get("phrase"):
                 verdict, position = self._at_phrase_start(buf, start, index, found.end(), final)
             elif char == HARD_BREAK:
-                self._emit(pieces, buf[start:index], hard=True)
+                self._emit(pieces, buf, start, index, hard=True)
                 start = index = index + 1
                 continue
             elif char in _TERMINATORS:
@@ -175,43 +223,108 @@ class _SentenceSplitter:
             if verdict is _Verdict.WAIT:
                 break
             if verdict is _Verdict.CUT:
-                self._emit(pieces, buf[start:position], hard=False)
+                self._emit(pieces, buf, start, position, hard=False)
                 start = position
             index = position
         if final:
-            self._emit(pieces, buf[start:], hard=True)
+            self._emit(pieces, buf, start, len(buf), hard=True)
             self._reset()
         else:
-            self._buf = buf[start:]
-            self._scan = index - start
+            # Keep the character before the resume point: the dash candidate looks behind itself for a space.
+            keep = max(start, index - 1)
+            self._add_to_head(buf[start:keep])
+            self._buf = buf[keep:]
+            self._scan = index - keep
         return pieces
 
-    def _emit(self, pieces: list[tuple[str, bool]], text: str, hard: bool) -> None:
+    def _clear_head(self) -> None:
+        self._head: list[str] = []  # the current piece's text before _buf, already scanned
+        self._head_words = 0  # words in the head
+        self._head_open = False  # the head ends inside a word
+        self._head_length = 0
+        self._head_tail = ""  # the head's last _NEAR_WORDS characters
+
+    def _add_to_head(self, text: str) -> None:
+        if not text:
+            return
+        words = len(text.split())
+        if self._head_open and not text[0].isspace():
+            words -= 1  # the head's last word goes on
+        self._head.append(text)
+        self._head_words += words
+        self._head_open = not text[-1].isspace()
+        self._head_length += len(text)
+        self._head_tail = (self._head_tail + text[-_NEAR_WORDS:])[-_NEAR_WORDS:]
+
+    def _emit(self, pieces: list[tuple[str, bool]], buf: str, start: int, end: int, hard: bool) -> None:
+        text = buf[start:end]
+        if self._head:  # the piece began in the head (so start is 0)
+            text = "".join([*self._head, text])
+            self._clear_head()
         piece = " ".join(text.split())
         if piece:
             pieces.append((piece, hard))
             self._produced += 1
 
+    def _words(self, buf: str, start: int, end: int) -> int:
+        """How many words the current piece has up to buf[end] (only the first fragment asks, a few times)."""
+        words = len(buf[start:end].split())
+        if self._head:
+            words += self._head_words
+            if self._head_open and end > start and not buf[start].isspace():
+                words -= 1
+        return words
+
+    def _last_words(self, buf: str, start: int, index: int) -> tuple[str, str]:
+        """The piece's last word before buf[index], and the last character of the word before it ("" if none).
+
+        Read backwards, from buf into the head: each word is read at most twice over a whole answer."""
+        near = max(start, index - _NEAR_WORDS)
+        text = buf[near:index]
+        whole = near == start  # text holds the whole piece
+        if whole and self._head:
+            text = self._head_tail + text
+            whole = self._head_length <= _NEAR_WORDS
+        words = text.rsplit(None, 2)
+        if len(words) == 3 or whole:  # the usual case: both words are near
+            return (words[-1] if words else ""), (words[-2][-1] if len(words) > 1 else "")
+        head = ((part, 0, len(part)) for part in reversed(self._head))
+        chars = _backwards(itertools.chain([(buf, start, index)], head))
+        word: list[str] = []
+        for char in chars:  # whitespace after the last word, then the word
+            if not char.isspace():
+                word.append(char)
+                break
+        for char in chars:
+            if char.isspace():
+                break
+            word.append(char)
+        last = "".join(reversed(word))
+        for char in chars:  # whitespace before the last word, then the end of the word before it
+            if not char.isspace():
+                return last, char
+        return last, ""
+
     def _at_terminator(self, buf: str, start: int, index: int, final: bool) -> tuple[_Verdict, int]:
         size = len(buf)
-        run_end = index
-        while run_end < size and buf[run_end] in _TERMINATORS:
-            run_end += 1
-        cut = run_end
-        while cut < size and buf[cut] in _CLOSERS:
-            cut += 1
+        run_end = _end_of(_TERMINATOR_RUN, buf, index)
+        cut = _end_of(_CLOSER_RUN, buf, run_end)
         if cut == size:
-            return (_Verdict.GO_ON, size) if final else (_Verdict.WAIT, index)
+            if final:
+                return _Verdict.GO_ON, size
+            self._hold = _AFTER_TERMINATOR if run_end == size else _AFTER_CLOSER
+            return _Verdict.WAIT, index
         if not buf[cut].isspace() or buf[cut] == HARD_BREAK:
             return _Verdict.GO_ON, cut  # 3.14, example.com, "e.g.," ... or a hard break that cuts anyway
-        following = cut
-        while following < size and buf[following].isspace() and buf[following] != HARD_BREAK:
-            following += 1
+        following = _end_of(_SPACE_RUN, buf, cut)
         if following == size:
-            return (_Verdict.GO_ON, size) if final else (_Verdict.WAIT, index)
+            if final:
+                return _Verdict.GO_ON, size
+            self._hold = _SPACE_RUN
+            return _Verdict.WAIT, index
         if buf[following] == HARD_BREAK:
             return _Verdict.GO_ON, following
-        if _is_sentence_end(buf[start:index], buf[index:run_end], buf[following]):
+        if _is_sentence_end(lambda: self._last_words(buf, start, index), buf[index:run_end], buf[following]):
             return _Verdict.CUT, cut
         return _Verdict.GO_ON, cut
 
@@ -219,7 +332,7 @@ class _SentenceSplitter:
         """`buf[index:end]` is whitespace + a phrase-starting word (see the module docstring)."""
         if end == len(buf) and not final:
             return _Verdict.WAIT, index  # the word may go on
-        if len(buf[start:index].split()) >= self._first_phrase_words:
+        if self._words(buf, start, index) >= self._first_phrase_words:
             return _Verdict.CUT, index
         return _Verdict.GO_ON, end
 
@@ -227,13 +340,16 @@ class _SentenceSplitter:
         size = len(buf)
         end = index + 1
         if buf[index] == "-":  # only a spaced hyphen run is a dash; "well-known" never gets here
-            while end < size and buf[end] == "-":
-                end += 1
+            end = _end_of(_HYPHEN_RUN, buf, end)
         if end == size:
-            return (_Verdict.GO_ON, size) if final else (_Verdict.WAIT, index)
+            if final:
+                return _Verdict.GO_ON, size
+            if buf[index] == "-":
+                self._hold = _HYPHEN_RUN
+            return _Verdict.WAIT, index
         if not buf[end].isspace() or buf[end] == HARD_BREAK:
             return _Verdict.GO_ON, end  # 3,000 / 10:30 / word—word
-        if len(buf[start:end].split()) >= self._first_fragment_words:
+        if self._words(buf, start, end) >= self._first_fragment_words:
             return _Verdict.CUT, end
         return _Verdict.GO_ON, end
 

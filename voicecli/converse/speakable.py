@@ -29,11 +29,16 @@ Known limits (on purpose, for simplicity): indented (4-space) code blocks, HTML 
 links and link titles are read as text; an inline code span ends at its line; a ``|`` that does not start
 a line is kept; a ``<`` followed by a letter holds the rest of its line back (up to 300 characters) until
 it is known not to be an HTML tag.
+
+Cost: linear in the answer's length however it is chunked (an LLM may send thousands of ``#`` or a line that never
+ends): a construct still undecided at the end of the input is not re-examined for input that cannot decide it (see
+``MarkdownStripper._hold``), and the steps look at the input a bounded window at a time.
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 
 __all__ = ["HARD_BREAK", "MarkdownStripper", "speakable_text", "word_set"]
 
@@ -81,15 +86,31 @@ _RULE_PREFIX = re.compile(r"([-*_=])(?:[ \t]*\1)*[ \t]*")
 _TABLE_SEPARATOR_CELL = re.compile(r":?-+:?")
 _ASCII_PUNCTUATION = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _DIGITS = "0123456789"
+_DIGIT_RUN = re.compile("[0-9]*")
+_BLANKS = re.compile(r"[^\S\n]*")  # whitespace within a line: what ``line.lstrip()`` drops
+_RUNS = {char: re.compile(f"{re.escape(char)}*") for char in "#`_~"}
+
+# What may follow a construct that is still undecided without deciding it (MarkdownStripper._hold): more of a line that
+# waits for its end, more of a run, more of a rule that may still become a bullet.
+_REST_OF_LINE = re.compile(r"[^\n]*")
+_RULE_CONTINUATIONS = {char: re.compile(f"[{re.escape(char)} \t]*") for char in "-*_="}
+
+_WINDOW = 1024
+"""The most new input the steps take in at once. A splice (a link's text, a table row) copies what follows it in the
+working buffer, so a bounded buffer keeps a long delta full of links linear."""
+
+
+def _end_of(pattern: re.Pattern[str], text: str, start: int) -> int:
+    """Where ``pattern`` stops matching text from start on; the caller knows it matches there (a run ``x*`` does
+    everywhere)."""
+    found = pattern.match(text, start)
+    assert found is not None
+    return found.end()
 
 
 def _run_length(text: str, start: int) -> int:
-    """How many times text[start] repeats from start on (markdown cares about run lengths: ``` vs `)."""
-    char = text[start]
-    end = start
-    while end < len(text) and text[end] == char:
-        end += 1
-    return end - start
+    """How many times text[start] (one of ``#`_~``) repeats from start on (markdown cares about run lengths)."""
+    return _end_of(_RUNS[text[start]], text, start) - start
 
 
 def _closes_fence(line: str, fence: tuple[str, int]) -> bool:
@@ -126,7 +147,13 @@ class MarkdownStripper:
         self._reset()
 
     def _reset(self) -> None:
-        self._buf = ""  # raw input not consumed yet
+        self._buf = ""  # raw input the steps work on; it starts at the first undecided character
+        self._queue: deque[tuple[str, int]] = deque()  # input not in _buf yet: (text, how much of it was taken)
+        # A step that waits (returns None) may set _hold: a pattern matching input that would leave it undecided
+        # (more of a run, more of a line that waits for its end). Such input is set aside in _held without running
+        # the step again, which keeps a long undecided construct linear instead of quadratic.
+        self._hold: re.Pattern[str] | None = None
+        self._held: list[str] = []
         self._fence: tuple[str, int] | None = None  # inside a fenced code block: (fence char, run length)
         self._skip_line = False  # dropping the rest of a fence opener line (its info string)
         self._begin_line()
@@ -140,7 +167,8 @@ class MarkdownStripper:
 
     def feed(self, delta: str) -> str:
         """Consume a delta; return the speakable text that no later input can change."""
-        self._buf += delta
+        if delta:
+            self._queue.append((delta, 0))
         return self._run(final=False)
 
     def flush(self) -> str:
@@ -151,14 +179,43 @@ class MarkdownStripper:
 
     def _run(self, final: bool) -> str:
         out: list[str] = []
-        pos = 0
-        while pos < len(self._buf):
-            step = self._step(pos, final, out)
-            if step is None:
-                break
-            pos = step
-        self._buf = self._buf[pos:]
-        return "".join(out)
+        while True:
+            fresh = self._take_input()
+            if not fresh:
+                if not final:
+                    return "".join(out)
+                self._buf = "".join([self._buf, *self._held])  # the end decides what waited
+                self._held.clear()
+            last = final and not self._queue
+            self._hold = None
+            pos = 0
+            while pos < len(self._buf):
+                step = self._step(pos, last, out)
+                if step is None:
+                    break
+                pos = step
+            self._buf = self._buf[pos:]
+            if final and not self._queue:  # the queue may have grown: a table row goes back into it
+                return "".join(out)
+
+    def _take_input(self) -> bool:
+        """Move the next window of queued input into the working buffer; False when none is left that could
+        change anything (input that matches the waiting step's _hold goes to _held instead)."""
+        while self._queue:
+            text, taken = self._queue[0]
+            if len(text) - taken <= _WINDOW:
+                self._queue.popleft()
+                window = text[taken:] if taken else text
+            else:
+                self._queue[0] = (text, taken + _WINDOW)
+                window = text[taken : taken + _WINDOW]
+            if self._hold is not None and self._hold.fullmatch(window):
+                self._held.append(window)
+                continue
+            self._buf = "".join([self._buf, *self._held, window])
+            self._held.clear()
+            return True
+        return False
 
     def _step(self, pos: int, final: bool, out: list[str]) -> int | None:
         """Consume something at pos; return the new position (in self._buf, which a splice may have
@@ -179,32 +236,36 @@ class MarkdownStripper:
         return self._inline_step(pos, final, out)
 
     def _line_start_step(self, pos: int, final: bool, out: list[str]) -> int | None:
+        """Classify the line starting at pos, looking no further than its first constructs need (a quote marker
+        is consumed alone, so a line of many ``>`` costs no more than its length)."""
         buf = self._buf
-        newline = buf.find("\n", pos)
-        complete = newline >= 0 or final
-        end = newline if newline >= 0 else len(buf)
-        after = end + 1 if newline >= 0 else end
-        line = buf[pos:end]
         if self._fence is not None:
-            if not complete:
+            newline = buf.find("\n", pos)
+            if newline < 0 and not final:
+                self._hold = _REST_OF_LINE
                 return None
-            if _closes_fence(line, self._fence):
+            end = newline if newline >= 0 else len(buf)
+            if _closes_fence(buf[pos:end], self._fence):
                 self._fence = None
                 out.append(HARD_BREAK)
-            return after
-        body = line.lstrip()
-        if not body:
-            if not complete:
-                return None
+            return end + 1 if newline >= 0 else end
+        marker = _end_of(_BLANKS, buf, pos)  # where the line's first non-blank character is
+        if marker == len(buf) or buf[marker] == "\n":  # a blank line (so far)
+            if marker == len(buf):
+                if not final:
+                    self._hold = _BLANKS
+                    return None
+                out.append(HARD_BREAK)
+                return marker
             out.append(HARD_BREAK)  # blank line: paragraph break
-            return after
-        marker = pos + len(line) - len(body)  # where the line's first non-blank character is
-        first = body[0]
+            return marker + 1
+        first = buf[marker]
         if first == ">":  # quote marker: drop it and classify the rest of the line afresh
             return marker + 1
         if first in "`~":
-            run = _run_length(body, 0)
-            if run == len(body) and not complete:
+            run = _run_length(buf, marker)
+            if marker + run == len(buf) and not final:
+                self._hold = _RUNS[first]
                 return None
             if run >= 3:
                 self._fence = (first, run)
@@ -212,47 +273,61 @@ class MarkdownStripper:
                 out.append(HARD_BREAK)
                 return marker + run
         elif first == "#":
-            run = _run_length(body, 0)
-            if run == len(body) and not complete:
+            run = _run_length(buf, marker)
+            end = marker + run
+            if end == len(buf) and not final:
+                self._hold = _RUNS[first]
                 return None
-            if run <= 6 and (run == len(body) or body[run] in " \t"):
+            if run <= 6 and (end == len(buf) or buf[end] in " \t\n"):
                 out.append(HARD_BREAK)
                 self._line_start = False
                 self._hard_line = True
-                return marker + run
+                return end
         elif first == "|":
-            if not complete:
+            newline = buf.find("\n", marker)
+            if newline < 0 and not final:
+                self._hold = _REST_OF_LINE
                 return None
-            row = _table_row_text(line)
+            end = newline if newline >= 0 else len(buf)
+            row = _table_row_text(buf[pos:end])
             out.append(HARD_BREAK)
             if row is None:
-                return after
-            self._buf = row + buf[end:]  # the row text still goes through inline markdown stripping
+                return end + 1 if newline >= 0 else end
+            # The row text still goes through inline markdown stripping, ahead of the rest of the input. It goes back
+            # into the queue rather than into the buffer: a long row full of links then splices within a window.
+            for text in (buf[end:], row):
+                if text:
+                    self._queue.appendleft((text, 0))
+            self._buf = ""
             self._line_start = False
             self._hard_line = True
             return 0
         elif first in _DIGITS:
-            digits = len(body) - len(body.lstrip(_DIGITS))
-            if digits == len(body) and not complete:
+            end = _end_of(_DIGIT_RUN, buf, marker)
+            if end == len(buf) and not final:
+                self._hold = _DIGIT_RUN
                 return None
-            if digits <= 9 and digits < len(body) and body[digits] in ".)":
-                if digits + 1 == len(body) and not complete:
+            if end - marker <= 9 and end < len(buf) and buf[end] in ".)":
+                if end + 1 == len(buf) and not final:
                     return None
-                if digits + 1 == len(body) or body[digits + 1] in " \t":
+                if end + 1 == len(buf) or buf[end + 1] in " \t\n":
                     out.append(HARD_BREAK)
                     self._line_start = False
-                    return marker + digits + 1
+                    return end + 1
         else:
-            if first in "-*_=" and _RULE_PREFIX.fullmatch(body):
-                if not complete:
-                    return None  # "- " may still become a bullet or a rule
-                if body.count(first) >= 3:
-                    out.append(HARD_BREAK)
-                    return after
+            if first in "-*_=":
+                end = _end_of(_RULE_PREFIX, buf, marker)
+                if end == len(buf) or buf[end] == "\n":  # the whole line is a rule so far
+                    if end == len(buf) and not final:
+                        self._hold = _RULE_CONTINUATIONS[first]  # "- " may still become a bullet or a rule
+                        return None
+                    if buf.count(first, marker, end) >= 3:
+                        out.append(HARD_BREAK)
+                        return end + 1 if end < len(buf) else end
             if first in "-*+":
-                if len(body) == 1 and not complete:
+                if marker + 1 == len(buf) and not final:
                     return None
-                if len(body) == 1 or body[1] in " \t":
+                if marker + 1 == len(buf) or buf[marker + 1] in " \t\n":
                     out.append(HARD_BREAK)
                     self._line_start = False
                     return marker + 1
@@ -272,6 +347,7 @@ class MarkdownStripper:
             return pos
         run = _run_length(buf, pos)
         if pos + run == len(buf) and not final:
+            self._hold = _RUNS["`"]
             return None
         if run == self._code:
             self._code = 0
@@ -306,6 +382,7 @@ class MarkdownStripper:
             run = _run_length(buf, pos)
             end = pos + run
             if end == len(buf) and not final:
+                self._hold = _RUNS[char]
                 return None
             if char == "`":
                 self._code = run
