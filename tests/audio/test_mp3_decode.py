@@ -302,7 +302,10 @@ def test_any_truncation_keeps_the_complete_frames_and_never_hangs(cut: int, size
     except Mp3DecodeError as exc:
         assert "no MPEG Layer III frame" in str(exc) or "no valid MP3 frame header" in str(exc), exc
         return
-    want = whole_file(truncated) if cut >= 4 else np.zeros(0, np.float32)
+    try:
+        want = whole_file(truncated) if cut >= 4 else np.zeros(0, np.float32)
+    except miniaudio.DecodeError:  # one frame and a stray byte: the whole-file decoder itself finds no stream
+        want = np.zeros(0, np.float32)
     assert got.dtype == np.float32 and np.all(np.isfinite(got))
     assert np.array_equal(got[: want.shape[0]], want)
     assert got.shape[0] - want.shape[0] in (0, 576)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voicecli.audio.mp3_frames import Mp3FrameSplitter, frame_length, frame_slices, split_frames
+from voicecli.audio.mp3_frames import Mp3FrameSplitter, Mp3SyncError, frame_length, frame_slices, split_frames
 
 
 def _mp3() -> bytes:
@@ -87,3 +87,52 @@ def test_split_frames_keeps_the_partial_tail() -> None:
     assert [len(f) for f in frames] == [192, 192] and rest == data[384:500]
     with pytest.raises(ValueError):
         split_frames(b"\x00" * 8)
+
+
+def _frames_of(splitter: Mp3FrameSplitter, *parts: bytes, final: bool = False) -> list[tuple[int, bool]]:
+    """(length, after_gap) of each frame the parts complete."""
+    out = [(len(f.data), f.after_gap) for part in parts for f in splitter.split(part)]
+    if final:
+        out += [(len(f.data), f.after_gap) for f in splitter.split(b"", final=True)]
+    return out
+
+
+def test_strict_skips_a_whole_id3v2_tag_the_lenient_one_would_misread() -> None:
+    body = bytes([0xFF, 0xF3, 0x84, 0xC4]) + bytes(6)  # looks like a frame header inside the tag
+    tag = b"ID3\x03\x00\x00" + bytes([0, 0, 0, len(body)]) + body
+    strict = Mp3FrameSplitter(strict=True)
+    assert [f.data for f in strict.split(tag + MP3)][:3] == [MP3[:192], MP3[192:384], MP3[384:576]]
+    assert strict.skipped == len(tag)
+    lenient = Mp3FrameSplitter()
+    assert lenient.frames(tag + MP3)[0] != MP3[:192]  # it took the tag's look-alike for a frame
+
+
+def test_strict_takes_a_frame_after_garbage_only_once_the_next_header_confirms_it() -> None:
+    garbage = b"\x00\x01garbage\xff\x00"
+    strict = Mp3FrameSplitter(strict=True)
+    assert _frames_of(strict, garbage + MP3[:192]) == []  # a header after garbage: maybe only a look-alike
+    assert _frames_of(strict, MP3[192:196]) == [(192, True)]  # confirmed: decoding restarts from a reset state
+    assert _frames_of(strict, MP3[196:384]) == [(192, False)]
+    assert strict.skipped == len(garbage) and strict.longest_gap == len(garbage) and strict.in_sync
+    lenient = Mp3FrameSplitter()
+    assert lenient.frames(garbage + MP3[:192]) == [MP3[:192]]
+    last = Mp3FrameSplitter(strict=True)  # unless it ends the stream exactly
+    assert _frames_of(last, garbage + MP3[:192], final=True) == [(192, True)]
+
+
+def test_strict_loses_sync_on_a_header_of_another_format() -> None:
+    other = bytes([0xFF, 0xFB, 0x90, 0x64]) + bytes(413)  # MPEG-1 44.1 kHz: not this stream's format
+    strict = Mp3FrameSplitter(strict=True)
+    assert _frames_of(strict, MP3[:384] + other + other + other[:4]) == [(192, False), (192, False), (417, True),
+                                                                         (417, False)]
+    assert strict.resyncs == 1 and strict.skipped == 0
+    lenient = Mp3FrameSplitter()
+    assert [len(f) for f in lenient.frames(MP3[:384] + other + other)] == [192, 192, 417, 417]
+    assert lenient.resyncs == 0
+
+
+def test_strict_gives_up_on_endless_garbage() -> None:
+    strict = Mp3FrameSplitter(strict=True, max_garbage=1000)
+    with pytest.raises(Mp3SyncError, match="no valid MP3 frame header in 1"):
+        for _ in range(10):
+            list(strict.split(bytes(500)))

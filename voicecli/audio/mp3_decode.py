@@ -6,9 +6,9 @@ miniaudio (1.71) has no incremental MP3 decoder in its Python API, only whole-bu
 
 What this module does instead:
 
-1. Splits the byte stream into frames itself with the shared header parser (``mp3_frames.parse_header``), and
-   re-synchronises on the next valid header after garbage (a frame found after garbage must be followed by a
-   matching header).
+1. Cuts the byte stream into frames with the shared splitter (``mp3_frames.Mp3FrameSplitter``, strict: dr_mp3's
+   own synchronisation), which skips an ID3v2 tag and re-synchronises on the next valid header after garbage (a
+   frame found after garbage must be followed by a matching header).
 2. Decodes every batch of newly completed frames with miniaudio *together with a window of preceding frames* as
    context, and keeps only the new frames' samples. The window is chosen by simulating the decoder's bit
    reservoir exactly as dr_mp3 (minimp3) does, using each frame's side information (main_data_begin and the
@@ -57,7 +57,7 @@ import miniaudio
 import numpy as np
 from numpy.typing import NDArray
 
-from voicecli.audio.mp3_frames import HEADER_BYTES, FrameHeader, parse_header
+from voicecli.audio.mp3_frames import HEADER_BYTES, Frame, FrameHeader, Mp3FrameSplitter, Mp3SyncError
 
 __all__ = [
     "LAME_TOTAL_DELAY",
@@ -214,9 +214,6 @@ class DecoderStats:
     longest_garbage_run: int = 0
 
 
-_START, _LOCKED, _SEARCHING, _ENDED = range(4)
-
-
 class Mp3StreamDecoder:
     """Feed MP3 bytes as they arrive; get interleaved float32 samples for every completed frame.
 
@@ -227,11 +224,8 @@ class Mp3StreamDecoder:
 
     def __init__(self, *, lame_delay_without_info_frame: int = 0, max_garbage_bytes: int = 64 * 1024) -> None:
         self._lame_delay = lame_delay_without_info_frame
-        self._max_garbage = max_garbage_bytes
-        self._buf = bytearray()
-        self._state = _START
-        self._lock: FrameHeader | None = None
-        self._garbage_run = 0
+        self._frames = Mp3FrameSplitter(strict=True, max_garbage=max_garbage_bytes)
+        self._ended = False
         self._history: list[_Frame] = []  # frames since the last decoder reset, newest last (bounded)
         self._reservoir = _Reservoir()
         self._first_ok_seen = False
@@ -251,127 +245,44 @@ class Mp3StreamDecoder:
     # -- public API ----------------------------------------------------------------------------------------------
 
     def feed(self, chunk: bytes | bytearray | memoryview) -> NDArray[np.float32]:
-        if self._state == _ENDED:
+        if self._ended:
             raise Mp3DecodeError("feed() after flush(): create a new decoder per stream")
         self.stats.bytes_in += len(chunk)
-        self._buf += chunk
-        return self._decode(self._split_frames(final=False))
+        return self._decode(self._split(chunk, final=False))
 
     def flush(self) -> NDArray[np.float32]:
         """End of stream: decode what is complete, drop an incomplete tail, and check anything was decodable."""
-        if self._state == _ENDED:
+        if self._ended:
             return self._empty()
-        out = self._decode(self._split_frames(final=True))
-        if self._buf:
-            if self._state == _LOCKED:
-                self.stats.truncated_tail_bytes = len(self._buf)
+        out = self._decode(self._split(b"", final=True))
+        in_sync = self._frames.in_sync
+        left = self._frames.flush()
+        if left:
+            if in_sync:
+                self.stats.truncated_tail_bytes = left
             else:
-                self.stats.bytes_skipped += len(self._buf)
-            self._buf.clear()
-        self._state = _ENDED
+                self.stats.bytes_skipped += left
+        self._ended = True
         if self.stats.frames == 0 and self.stats.bytes_in > 0:
             raise Mp3DecodeError(f"no MPEG Layer III frame found in {self.stats.bytes_in} bytes")
         return out
 
     # -- framing -------------------------------------------------------------------------------------------------
 
-    def _split_frames(self, final: bool) -> list[_Frame]:
-        """Cut complete frames off the front of the buffer; skip garbage (re-synchronising) and ID3v2 tags."""
-        frames: list[_Frame] = []
-        buf = self._buf
-        while True:
-            if self._state == _START:
-                if len(buf) < 10 and b"ID3".startswith(bytes(buf[:3])) and not final:
-                    return frames  # could still be an ID3v2 tag: wait for its 10-byte header
-                if buf[:3] == b"ID3" and len(buf) >= 10:
-                    size = (buf[6] & 0x7F) << 21 | (buf[7] & 0x7F) << 14 | (buf[8] & 0x7F) << 7 | (buf[9] & 0x7F)
-                    size += 10 + (10 if buf[5] & 0x10 else 0)
-                    if len(buf) < size:
-                        if final:
-                            self.stats.bytes_skipped += len(buf)
-                            buf.clear()
-                        return frames
-                    del buf[:size]
-                    self.stats.bytes_skipped += size
-                    continue
-                if len(buf) < HEADER_BYTES:
-                    return frames
-                hdr = parse_header(buf)
-                if hdr is None:
-                    self._state = _SEARCHING
-                    continue
-                if len(buf) < hdr.length:
-                    return frames
-                frames.append(self._take(hdr))
-                self._state = _LOCKED
-                self._lock = hdr
-            elif self._state == _LOCKED:
-                if len(buf) < HEADER_BYTES:
-                    return frames
-                hdr = parse_header(buf)
-                assert self._lock is not None
-                if hdr is None or not hdr.compatible(self._lock):
-                    self._state = _SEARCHING  # lost sync: whatever follows decodes from a reset state
-                    self.stats.resyncs += 1
-                    continue
-                if len(buf) < hdr.length:
-                    return frames
-                frames.append(self._take(hdr))
-            elif self._state == _SEARCHING:
-                found = self._search(final)
-                if found is None:
-                    return frames
-                frame = self._take(found)
-                frame.after_gap = True
-                frames.append(frame)
-                self._state = _LOCKED
-                self._lock = found
-            else:
-                return frames
+    def _split(self, data: bytes | bytearray | memoryview, final: bool) -> list[_Frame]:
+        """The frames `data` completes, cut by the shared splitter (garbage and ID3v2 tags skipped), each checked
+        and read for its side info in stream order, so a stream's first error is the one raised."""
+        try:
+            return [self._accept(frame) for frame in self._frames.split(data, final)]
+        except Mp3SyncError as exc:
+            raise Mp3DecodeError(str(exc)) from exc
+        finally:
+            self.stats.bytes_skipped = self._frames.skipped
+            self.stats.resyncs = self._frames.resyncs
+            self.stats.longest_garbage_run = self._frames.longest_gap
 
-    def _search(self, final: bool) -> FrameHeader | None:
-        """Skip bytes until a header whose frame is followed by a matching header (or ends the stream)."""
-        buf = self._buf
-        i = 0
-        found: FrameHeader | None = None
-        while i + HEADER_BYTES <= len(buf):
-            hdr = parse_header(buf, i)
-            if hdr is not None:
-                nxt = i + hdr.length
-                if nxt + HEADER_BYTES <= len(buf):
-                    follower = parse_header(buf, nxt)
-                    if follower is not None and follower.compatible(hdr):
-                        found = hdr
-                        break
-                elif final and nxt == len(buf):
-                    found = hdr
-                    break
-                elif not final:
-                    break  # wait for more bytes to confirm this candidate
-            i += 1
-        if found is None and i + HEADER_BYTES > len(buf):
-            i = max(0, len(buf) - (HEADER_BYTES - 1))  # keep a possible header prefix
-        self._skip(i)
-        return found
-
-    def _skip(self, n: int) -> None:
-        if n <= 0:
-            return
-        del self._buf[:n]
-        self.stats.bytes_skipped += n
-        self._garbage_run += n
-        if self._garbage_run > self._max_garbage:
-            raise Mp3DecodeError(
-                f"no valid MP3 frame header in {self._garbage_run} consecutive bytes "
-                f"(stream offset ~{self.stats.bytes_in - len(self._buf)})"
-            )
-
-    def _take(self, hdr: FrameHeader) -> _Frame:
-        data = bytes(self._buf[: hdr.length])
-        del self._buf[: hdr.length]
-        if self._garbage_run:
-            self.stats.longest_garbage_run = max(self.stats.longest_garbage_run, self._garbage_run)
-            self._garbage_run = 0
+    def _accept(self, frame: Frame) -> _Frame:
+        hdr = frame.header
         if self.sample_rate is None:
             self.sample_rate = hdr.sample_rate
             self.channels = hdr.channels
@@ -381,7 +292,8 @@ class Mp3StreamDecoder:
             raise Mp3DecodeError(f"channel count changed mid-stream: {self.channels} -> {hdr.channels}")
         self.stats.frames += 1
         main = max(0, hdr.length - hdr.main_data_offset)
-        return _Frame(data=data, header=hdr, side=_read_side_info(data, hdr), main_bytes=main)
+        return _Frame(data=frame.data, header=hdr, side=_read_side_info(frame.data, hdr), main_bytes=main,
+                      after_gap=frame.after_gap)
 
     def _reset_decoder_state(self) -> None:
         """What dr_mp3 does on losing sync (and after an Info frame): a zeroed decoder, no usable context."""
