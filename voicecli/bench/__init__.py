@@ -7,12 +7,14 @@
 
 Each writes results.json, results.md and PNG charts to results/bench/<name>/ and copies them to
 results/bench/latest/<bench>/. The bench modules (transports, numpy, matplotlib, the engine) are imported only
-when a bench runs, so `voicecli --help` stays fast.
+when a bench runs, so `voicecli --help` stays fast. Without matplotlib (the optional `bench` extra) a bench says so
+before it starts and writes everything but the charts.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from voicecli.config import Config
@@ -28,25 +30,38 @@ TURNS = 10
 TURN_MODES = "bidi,batch"
 
 
+def _note_missing_charts() -> None:
+    """Every bench draws charts at its end, after minutes of work: say now, in one line, if they will be skipped."""
+    from voicecli.bench.charts import missing_note
+
+    note = missing_note()
+    if note is not None:
+        print(note, file=sys.stderr)
+
+
 def _run_tts(args: argparse.Namespace, config: Config) -> int:
+    _note_missing_charts()
     from voicecli.bench.tts import run
 
     return run(args, config)
 
 
 def _run_e2e(args: argparse.Namespace, config: Config) -> int:
+    _note_missing_charts()
     from voicecli.bench.e2e import run
 
     return run(args, config)
 
 
 def _run_load(args: argparse.Namespace, config: Config) -> int:
+    _note_missing_charts()
     from voicecli.bench.load import run
 
     return run(args, config)
 
 
 def _run_turns(args: argparse.Namespace, config: Config) -> int:
+    _note_missing_charts()
     from voicecli.bench.turns import run
 
     return run(args, config)

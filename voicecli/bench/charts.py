@@ -3,6 +3,10 @@ spoken turn's waterfall.
 
 Why distributions and not just bars of medians: on a shared CPU single runs can be several times the median, and
 a reader has to see that spread to judge the ratios.
+
+matplotlib is the optional `bench` extra. Without it each chart function returns its path without drawing, which a
+bench says once before it starts (``missing_note``): a bench runs for minutes, and must not end in a traceback after
+its work is done.
 """
 
 from __future__ import annotations
@@ -13,19 +17,35 @@ from typing import Any
 
 from voicecli.bench.report import BenchResult
 
+INSTALL_CHARTS = "pip install -e '.[bench]'"
+"""How to get matplotlib: the `bench` extra of pyproject.toml."""
 
-def _pyplot() -> Any:
-    import matplotlib
 
+def _pyplot() -> Any | None:
+    """matplotlib.pyplot on the headless Agg backend, or None without the `bench` extra (the one place it is
+    imported)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
 
 
+def missing_note() -> str | None:
+    """One line to print before a bench starts when its charts will be skipped; None when they can be drawn."""
+    if _pyplot() is not None:
+        return None
+    return f"charts skipped: matplotlib is not installed ({INSTALL_CHARTS}); results.json and results.md are written"
+
+
 def distribution_chart(result: BenchResult, metric: str, label: str, variants: Sequence[str], path: Path) -> Path:
     """One panel per injected RTT: a box per variant with every run's value drawn on top."""
     plt = _pyplot()
+    if plt is None:
+        return path  # not drawn: missing_note said so before the bench started
     rtts = sorted({s.rtt_ms for s in result.samples})
     fig, axes = plt.subplots(1, len(rtts), figsize=(5.5 * len(rtts), 4.5), squeeze=False, sharey=True)
     for ax, rtt in zip(axes[0], rtts, strict=True):
@@ -50,6 +70,8 @@ def distribution_chart(result: BenchResult, metric: str, label: str, variants: S
 def rtt_chart(result: BenchResult, metric: str, label: str, variants: Sequence[str], path: Path) -> Path:
     """p50 per variant against injected RTT, with a bar up to p95."""
     plt = _pyplot()
+    if plt is None:
+        return path  # not drawn: missing_note said so before the bench started
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for variant in variants:
         rows = sorted((r for r in result.summary if r.variant == variant and r.metric == metric),
@@ -76,6 +98,8 @@ def rtt_chart(result: BenchResult, metric: str, label: str, variants: Sequence[s
 def load_chart(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     """Time to first audio (p50, p95) and delivered audio rate against concurrent sessions."""
     plt = _pyplot()
+    if plt is None:
+        return path  # not drawn: missing_note said so before the bench started
     fig, ax = plt.subplots(figsize=(7, 4.5))
     sessions = [int(r["sessions"]) for r in rows]
     ax.plot(sessions, [r["first_audio_p50_ms"] for r in rows], marker="o", label="first audio p50")
@@ -106,6 +130,8 @@ def waterfall_chart(by_mode: dict[str, dict[str, Any]], stages: Sequence[str], p
     own first_audio_played.
     """
     plt = _pyplot()
+    if plt is None:
+        return path  # not drawn: missing_note said so before the bench started
     modes = [m for m, row in by_mode.items() if row.get("felt_latency_p50_ms") is not None
              or row.get("timeline_marks_p50_ms")]
     fig, axes = plt.subplots(len(modes) or 1, 1, figsize=(9, 1.2 + 0.55 * (len(stages) + 1) * max(1, len(modes))),
