@@ -32,6 +32,7 @@ from voicecli.converse.pipeline import (
 from voicecli.converse.session import STARTUP_ERRORS, Session, llm_label, start_session
 from voicecli.converse.timeline import LatencyLog, Mark, SessionStats
 from voicecli.converse.turn_taking import TurnTaker
+from voicecli.playback.sinks import CollectingSink
 from voicecli.tts.voices import cycle
 from voicecli.tui.demo_app import RaceScreen
 from voicecli.tui.widgets import ConversationView, LatencyPanel, StatusBar
@@ -153,6 +154,7 @@ class VoiceChatApp(App[int]):
         if started is None:  # quit while the session was opening: start_session closed it
             return
         self.session, self.audio_note = started
+        self.latency.audible = not isinstance(self.session.pipeline.sink, CollectingSink)
         self.conversation.notice(f"audio: {self.audio_note}")
         self.taker = TurnTaker(self.session.pipeline, self.config.audio.speculative_answers)
         self.taker.start()

@@ -22,6 +22,10 @@ WATERFALL: tuple[tuple[str, str], ...] = (
 )
 """The stages of the live waterfall, in the order a bidi turn passes them (a speculative answer passes
 "turn confirmed" later, anywhere before "first audio played": only playback waits for it)."""
+UNHEARD = {"first_audio_played": "first audio decoded"}
+"""The stages whose label would claim a sound when nothing plays (muted, --out, no audio device): the sink then keeps
+the audio, and its "first audio played" is the moment the first decoded audio reached it."""
+_LABEL_WIDTH = max(len(label) for label in [*dict(WATERFALL).values(), *UNHEARD.values()])
 
 STATE_ICONS = {"starting": "…", "listening": "●", "thinking": "◐", "thinking ahead": "◔", "speaking": "♪", "idle": "○",
                "error": "✗"}
@@ -130,10 +134,18 @@ class AnswerText(Static):
 class LatencyPanel(Static):
     """The current turn as a live waterfall, and session p50/p95 of the key spans per mode."""
 
+    audible: reactive[bool] = reactive(True)
+    """Whether the answers' audio reaches a speaker. The app sets it once it knows its sink: the panel cannot tell
+    a speaker from a sink that keeps the audio, and must not call a stage "played" when nothing was heard."""
+
     def __init__(self, stats: SessionStats, **kwargs: object) -> None:
         super().__init__("", **kwargs)  # type: ignore[arg-type]
         self.stats = stats
         self.timeline: TurnTimeline | None = None
+
+    def watch_audible(self) -> None:
+        if self.is_mounted:  # set before mounting, on_mount draws it
+            self.refresh_view()
 
     def on_mount(self) -> None:
         self.border_title = "latency"
@@ -156,15 +168,17 @@ class LatencyPanel(Static):
                             style="dim")
             relative = timeline.relative()
             horizon = max([*relative.values(), 1.0])
-            width = max(6, (self.size.width or 34) - 26)
+            width = max(6, (self.size.width or 34) - _LABEL_WIDTH - 8)
             for mark, label in WATERFALL:
+                if not self.audible:
+                    label = UNHEARD.get(mark, label)
                 if mark not in relative:
-                    text.append(f"{label:18} {'·':>6}\n", style="dim")
+                    text.append(f"{label:{_LABEL_WIDTH}} {'·':>6}\n", style="dim")
                     continue
                 ms = relative[mark]
                 bar = "█" * max(1, round(ms / horizon * width)) if ms > 0 else "▏"
                 style = "bold green" if mark == "first_audio_played" else ""
-                text.append(f"{label:18} {ms:6.0f} ", style=style)
+                text.append(f"{label:{_LABEL_WIDTH}} {ms:6.0f} ", style=style)
                 text.append(f"{bar}\n", style="green" if mark == "first_audio_played" else "cyan")
         text.append("\nsession p50 / p95 (ms)\n", style="bold")
         for mode in self.stats.modes or ["bidi"]:
