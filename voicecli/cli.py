@@ -134,25 +134,10 @@ def _cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
     from voicecli_endpoint.server import serve
 
-    from voicecli.converse.session import server_limits
     from voicecli.wire.server_options import ServerOptions, resolve
 
-    limits = server_limits(config)
-    from_settings = ServerOptions(
-        host=config.endpoint.local.host,
-        port=config.endpoint.local.port,
-        engine=config.endpoint.local.engine,
-        workers=config.endpoint.local.workers,
-        threads=config.endpoint.local.threads,
-        max_batch=config.endpoint.local.max_batch,
-        models_dir=config.models_dir,
-        token=config.endpoint.token,
-        max_queued_requests=limits.max_queued_requests,
-        max_sessions=limits.max_sessions,
-        idle_timeout_s=limits.idle_timeout_s,
-    )
-    options = dataclasses.replace(resolve(args, from_settings), models_dir=config.models_dir)  # --models-dir in it
-    serve(**dataclasses.asdict(options))
+    options = resolve(args, ServerOptions.from_config(config))
+    serve(dataclasses.replace(options, models_dir=config.models_dir))  # --models-dir is in the settings already
     return 0
 
 

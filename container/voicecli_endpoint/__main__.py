@@ -6,21 +6,16 @@ server's built-in default.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-
-from voicecli.wire.server_options import ServerOptions, add_server_options, resolve
+from voicecli.wire.server_options import ServerOptions
 from voicecli_endpoint.server import serve
 
 
 def parse_options(argv: list[str] | None = None) -> ServerOptions:
-    parser = argparse.ArgumentParser(prog="python -m voicecli_endpoint", description="Kokoro-82M TTS endpoint")
-    add_server_options(parser)
-    return resolve(parser.parse_args(argv), ServerOptions())
+    return ServerOptions.from_argv(argv, prog="python -m voicecli_endpoint", description="Kokoro-82M TTS endpoint")
 
 
 def main(argv: list[str] | None = None) -> None:
-    serve(**dataclasses.asdict(parse_options(argv)))
+    serve(parse_options(argv))
 
 
 if __name__ == "__main__":

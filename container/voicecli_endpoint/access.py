@@ -15,9 +15,9 @@ from collections.abc import Mapping
 
 from starlette.responses import JSONResponse
 
-from voicecli.wire.protocol import ErrorCode, is_loopback_host, shown
+from voicecli.wire.protocol import ErrorCode, is_loopback_host
 from voicecli.wire.server_options import TOKEN_ENV
-from voicecli_endpoint.validation import origin_is_loopback
+from voicecli_endpoint.validation import origin_is_loopback, shown
 
 UNAUTHORIZED_MESSAGE = (
     "this endpoint requires a bearer token: set endpoint.token (or the environment variable "

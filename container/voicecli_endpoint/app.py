@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import itertools
 import logging
 import time
@@ -57,16 +56,15 @@ from voicecli.wire.protocol import (
     Limits,
     ProtocolError,
     encode_message,
-    shown,
-    shown_error,
 )
-from voicecli.wire.server_options import DEFAULT_HOST
+from voicecli.wire.server_options import DEFAULT_HOST, ServerOptions
 from voicecli_endpoint.access import (
     bearer_matches,
     forbidden_host_response,
     forbidden_origin_response,
     host_allowed,
     origin_allowed,
+    token_from_environment,
     too_many_sessions_response,
     unauthorized_response,
 )
@@ -79,7 +77,13 @@ from voicecli_endpoint.scheduler import Batching, CancelToken, FairScheduler, Jo
 from voicecli_endpoint.session import WebSocketSession
 from voicecli_endpoint.sizing import BATCH_WINDOW_MS, Parallelism
 from voicecli_endpoint.synthesis import Synthesizer
-from voicecli_endpoint.validation import accept_requests_stream, parse_invocation, parse_openai_speech
+from voicecli_endpoint.validation import (
+    accept_requests_stream,
+    parse_invocation,
+    parse_openai_speech,
+    shown,
+    shown_error,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +96,10 @@ def default_models_dir() -> Path:
 
 
 @dataclass(frozen=True)
-class EndpointSettings:
-    """Everything the app needs to know; the CLI and the container both build one."""
+class ServerSettings:
+    """Everything the app needs to know: the server's options as it acts on them (`from_options`), plus what no
+    command line sets (encoder bitrate, warm-up voice, chunking). Not voicecli.config's [endpoint] section: that is
+    the client's choice of an endpoint; this is one server's running configuration."""
 
     engine: str = "auto"
     models_dir: Path | None = None
@@ -115,12 +121,23 @@ class EndpointSettings:
     """The address the server is bound to (serve's --host): without a token, the Host check accepts it besides the
     loopback names, and a wildcard bind (0.0.0.0) turns the check off (access.host_allowed says why)."""
 
+    @classmethod
+    def from_options(cls, options: ServerOptions) -> ServerSettings:
+        """The settings a server started with `options` runs with: its limits gathered, its token read from the
+        environment when the options leave it to that (None); port and logging are the server's, not the app's."""
+        limits = Limits(max_text_chars=options.max_text_chars, max_queued_requests=options.max_queued_requests,
+                        max_sessions=options.max_sessions, idle_timeout_s=options.idle_timeout_s)
+        token = token_from_environment() if options.token is None else options.token.strip()
+        return cls(engine=options.engine, models_dir=options.models_dir, workers=options.workers,
+                   threads=options.threads, max_batch=options.max_batch, batch_window_ms=options.batch_window_ms,
+                   limits=limits, token=token, host=options.host)
+
 
 @dataclass
 class EndpointState:
     """Readiness and the loaded model, shared by all routes through app.state.endpoint."""
 
-    settings: EndpointSettings
+    settings: ServerSettings
     scheduler: FairScheduler = field(default_factory=FairScheduler)
     synthesizer: Synthesizer | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -552,41 +569,12 @@ ROUTES: list[BaseRoute] = [
 ]
 
 
-def create_app(
-    settings: EndpointSettings | None = None,
-    *,
-    engine: str | None = None,
-    models_dir: Path | None = None,
-    workers: int | None = None,
-    threads: int | None = None,
-    max_batch: int | None = None,
-    max_text_chars: int | None = None,
-    token: str | None = None,
-) -> Starlette:
-    """The endpoint app. Keyword arguments override the matching fields of `settings`."""
-    settings = settings or EndpointSettings()
-    overrides: dict[str, Any] = {}
-    if engine is not None:
-        overrides["engine"] = engine
-    if models_dir is not None:
-        overrides["models_dir"] = models_dir
-    if workers is not None:
-        overrides["workers"] = workers
-    if threads is not None:
-        overrides["threads"] = threads
-    if max_batch is not None:
-        overrides["max_batch"] = max_batch
-    if max_text_chars is not None:
-        overrides["limits"] = dataclasses.replace(settings.limits, max_text_chars=max_text_chars)
-    if token is not None:
-        overrides["token"] = token
-    if overrides:
-        settings = dataclasses.replace(settings, **overrides)
-    final_settings = settings
+def create_app(settings: ServerSettings) -> Starlette:
+    """The endpoint app; its model loads in the background once the app starts (the lifespan)."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state = EndpointState(final_settings)
+        state = EndpointState(settings)
         app.state.endpoint = state
         loader = asyncio.create_task(state.load(), name="model-loader")
         try:

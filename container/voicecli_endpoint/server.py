@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from voicecli.logs import configure_logging, installed_handlers
-from voicecli.wire.protocol import DEFAULTS, Limits, is_loopback_host
-from voicecli.wire.server_options import BATCH_WINDOW_MS, DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV
+from voicecli.wire.protocol import is_loopback_host
+from voicecli.wire.server_options import DEFAULT_HOST, TOKEN_ENV, ServerOptions
 from voicecli_endpoint import log_redaction
-from voicecli_endpoint.access import token_from_environment
-from voicecli_endpoint.app import EndpointSettings, create_app
+from voicecli_endpoint.app import ServerSettings, create_app
 from voicecli_endpoint.connections import uvicorn_options
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "exposure_warning", "serve"]
+__all__ = ["exposure_warning", "serve"]
 
 
 def exposure_warning(host: str, token: str) -> str | None:
@@ -37,46 +35,21 @@ class _DenialIsNotAnError(logging.Filter):
         return record.getMessage() != "ASGI callable returned without completing handshake."
 
 
-def serve(
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
-    engine: str = "auto",
-    workers: int | None = None,
-    threads: int | None = None,
-    models_dir: Path | None = None,
-    max_text_chars: int = DEFAULTS.limits.max_text_chars,
-    log_level: str = "info",
-    token: str | None = None,
-    max_queued_requests: int = DEFAULTS.limits.max_queued_requests,
-    max_sessions: int = DEFAULTS.limits.max_sessions,
-    idle_timeout_s: float = DEFAULTS.limits.idle_timeout_s,
-    max_batch: int | None = None,
-    batch_window_ms: float = BATCH_WINDOW_MS,
-    log_file: Path | None = None,
-) -> None:
-    """Serve until interrupted. `models_dir` None means voicecli's default models directory.
-
-    The parameters are voicecli.wire.server_options.ServerOptions' fields. `workers`/`threads`/`max_batch` None means
-    `auto` (voicecli_endpoint.sizing). `token` None reads the environment (VOICECLI_ENDPOINT__TOKEN); "" means no
-    token is required. `log_file` None logs to standard error.
-    """
+def serve(options: ServerOptions) -> None:
+    """Serve with `options` until interrupted (both commands parse theirs into one: voicecli.wire.server_options)."""
     import uvicorn
 
-    configure_logging(log_level, log_file)
-    limits = Limits(max_text_chars=max_text_chars, max_queued_requests=max_queued_requests,
-                    max_sessions=max_sessions, idle_timeout_s=idle_timeout_s)
-    required = token_from_environment() if token is None else token.strip()
-    settings = EndpointSettings(engine=engine, models_dir=models_dir, workers=workers, threads=threads,
-                                max_batch=max_batch, batch_window_ms=batch_window_ms, limits=limits, token=required,
-                                host=host)
+    configure_logging(options.log_level, options.log_file)
+    settings = ServerSettings.from_options(options)
+    limits, required, host = settings.limits, settings.token, settings.host
     log = logging.getLogger(__name__)
     warning = exposure_warning(host, required)
     if warning is not None:
         log.warning(warning)
     log.info(
         "serving on %s:%d; bearer token %s; limits: %d sessions, %d queued requests per session, idle timeout %s",
-        host, port, "required" if required else "not required", max_sessions, max_queued_requests,
-        f"{idle_timeout_s:g} s" if idle_timeout_s > 0 else "off")
+        host, options.port, "required" if required else "not required", limits.max_sessions,
+        limits.max_queued_requests, f"{limits.idle_timeout_s:g} s" if limits.idle_timeout_s > 0 else "off")
     app = create_app(settings)
     # WebSocket messages up to 16x the protocol limit reach the app, so an oversized frame gets an error frame
     # instead of a closed connection; beyond that uvicorn closes with 1009 (message too big). Slow or silent clients
@@ -84,13 +57,13 @@ def serve(
     config = uvicorn.Config(
         app,
         host=host,
-        port=port,
-        log_level=log_level.lower(),
+        port=options.port,
+        log_level=options.log_level.lower(),
         ws_max_size=max(limits.max_frame_bytes * 16, 1 << 20),
         timeout_graceful_shutdown=5,
         **uvicorn_options(),
     )
-    if log_file is not None:  # uvicorn gave its own loggers stderr handlers: send them to the file too
+    if options.log_file is not None:  # uvicorn gave its own loggers stderr handlers: send them to the file too
         for name in ("uvicorn", "uvicorn.access"):
             logging.getLogger(name).handlers = installed_handlers()
     log_redaction.install(log_redaction.known_secrets(required))  # after uvicorn made its handlers

@@ -50,12 +50,11 @@ from voicecli.wire.protocol import (
     SynthesisStart,
     Timings,
     encode_message,
-    shown_error,
 )
 from voicecli_endpoint.audio_encoding import stream_encoder
 from voicecli_endpoint.scheduler import CancelToken, JobDropped
 from voicecli_endpoint.synthesis import Synthesizer
-from voicecli_endpoint.validation import parse_client_message
+from voicecli_endpoint.validation import parse_client_message, shown_error
 
 log = logging.getLogger(__name__)
 

@@ -3,11 +3,13 @@
 The protocol's documentation (docs/protocol.md) is the rule book: every limit, default and error code there; this
 module applies them to a WebSocket message or a POST /invocations body and raises ``ProtocolError`` with the code
 the client gets back. It lives with the server because only the server reads client messages; the message types
-themselves stay in the protocol, shared with clients.
+themselves stay in the protocol, shared with clients. So do `shown` and `shown_error`, how the server quotes what a
+client sent (and what failed) back in error frames and logs.
 """
 
 from __future__ import annotations
 
+import reprlib
 import unicodedata
 import urllib.parse
 from collections.abc import Collection, Mapping
@@ -30,9 +32,27 @@ from voicecli.wire.protocol import (
     SynthesisRequest,
     decode_object,
     is_loopback_host,
-    shown,
 )
 from voicecli_endpoint.g2p import work_units
+
+_SHOWN = reprlib.Repr(maxstring=40, maxlong=40, maxother=40, maxlevel=2, maxlist=3, maxdict=3)
+
+
+def shown(value: Any) -> str:
+    """A client-supplied value as quoted in an error message or a log line: its repr, cut to about 40 characters.
+
+    Why: error frames and logs quote what the client sent, and a client can send 64 KiB of it.
+    """
+    return _SHOWN.repr(value)
+
+
+def shown_error(exc: BaseException, limit: int = 160) -> str:
+    """An exception as quoted to a client: its type and message, cut to `limit` characters.
+
+    Why: a failure's message may quote the input that caused it (num2words quoted a 2,000-digit number whole).
+    """
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _request_id(obj: Mapping[str, Any], limits: Limits = DEFAULTS.limits) -> RequestId | None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
-from voicecli_endpoint.app import ROUTES, EndpointSettings, EndpointState, create_app
+from voicecli_endpoint.app import ROUTES, EndpointState, ServerSettings, create_app
 
 from voicecli.wire.protocol import Error, parse_server_message
+from voicecli.wire.server_options import ServerOptions
 
 LOCAL = "http://127.0.0.1"
 """Where the test client says it is calling: the app, bound to loopback by default and without a token, refuses any
@@ -22,8 +24,8 @@ def test_declared_routes() -> None:
 
 
 def test_ping_is_503_while_loading(tmp_path: Path) -> None:
-    app = create_app(engine="onnx", models_dir=tmp_path)
-    app.state.endpoint = EndpointState(EndpointSettings())  # as during start-up: nothing loaded yet
+    app = create_app(ServerSettings(engine="onnx", models_dir=tmp_path))
+    app.state.endpoint = EndpointState(ServerSettings())  # as during start-up: nothing loaded yet
     client = TestClient(app, base_url=LOCAL)  # not entered: the lifespan (and loading) does not run
     assert client.get("/ping").status_code == 503
     response = client.post("/invocations", json={"text": "Hi."})
@@ -33,7 +35,7 @@ def test_ping_is_503_while_loading(tmp_path: Path) -> None:
 
 
 def test_failed_load_is_reported(tmp_path: Path) -> None:
-    app = create_app(engine="onnx", models_dir=tmp_path)
+    app = create_app(ServerSettings(engine="onnx", models_dir=tmp_path))
     with TestClient(app, base_url=LOCAL) as client:
         state: EndpointState = app.state.endpoint
         assert client.portal is not None
@@ -49,9 +51,16 @@ def test_failed_load_is_reported(tmp_path: Path) -> None:
             assert closed.value.code == 1011
 
 
-def test_overrides_build_the_settings(tmp_path: Path) -> None:
-    app = create_app(EndpointSettings(threads=3), engine="onnx", models_dir=tmp_path, max_text_chars=10)
+def test_the_options_build_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VOICECLI_ENDPOINT__TOKEN", "from-the-env")
+    options = ServerOptions(host="192.0.2.7", engine="onnx", threads=3, models_dir=tmp_path, max_text_chars=10,
+                            max_sessions=5, idle_timeout_s=0)
+    app = create_app(ServerSettings.from_options(options))
     with TestClient(app):
         settings = app.state.endpoint.settings
-    assert (settings.engine, settings.models_dir, settings.threads) == ("onnx", tmp_path, 3)
-    assert settings.limits.max_text_chars == 10 and settings.limits.max_frame_bytes == 64 * 1024
+    assert (settings.engine, settings.models_dir, settings.workers, settings.threads) == ("onnx", tmp_path, None, 3)
+    assert (settings.host, settings.token) == ("192.0.2.7", "from-the-env")
+    assert (settings.limits.max_text_chars, settings.limits.max_sessions, settings.limits.idle_timeout_s) == (10, 5, 0)
+    assert settings.limits.max_frame_bytes == 64 * 1024
+    given = ServerSettings.from_options(dataclasses.replace(options, token=" given "))
+    assert given.token == "given"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 from voicecli_endpoint.access import host_allowed
-from voicecli_endpoint.app import EndpointSettings, EndpointState, create_app
+from voicecli_endpoint.app import EndpointState, ServerSettings, create_app
 
 
 @pytest.mark.parametrize(("bind", "token", "host", "allowed"), [
@@ -38,8 +38,8 @@ def test_host_check_rules(bind: str, token: str, host: str | None, allowed: bool
 def test_ping_behind_sagemaker_is_answered_whatever_its_host(tmp_path: Path, bind: str, token: str,
                                                              status: int) -> None:
     """The container runs bound to 0.0.0.0 without a token, and SageMaker's health check sends a Host of its own."""
-    settings = EndpointSettings(host=bind, token=token)
-    app = create_app(settings, engine="onnx", models_dir=tmp_path)
+    settings = ServerSettings(engine="onnx", models_dir=tmp_path, host=bind, token=token)
+    app = create_app(settings)
     app.state.endpoint = EndpointState(settings)  # as during start-up: nothing loaded yet
     client = TestClient(app, base_url="http://10.0.3.7:8080")  # not entered: the lifespan does not run
     assert client.get("/ping").status_code == status

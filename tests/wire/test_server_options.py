@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import os
 import socket
 import subprocess
 import sys
 import time
+import typing
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from voicecli_endpoint.__main__ import parse_options
 from voicecli_endpoint.server import serve
 
 from voicecli.cli import build_parser
+from voicecli.config import Config
 from voicecli.wire.server_options import ServerOptions, add_server_options, resolve
 
 CLIENT_ONLY = {"--endpoint", "--llm", "--config", "--input-device", "--output-device"}
@@ -46,7 +47,29 @@ def test_both_commands_take_the_same_options() -> None:
 
 
 def test_the_options_are_what_serve_takes() -> None:
-    assert {f.name for f in dataclasses.fields(ServerOptions)} == set(inspect.signature(serve).parameters)
+    assert typing.get_type_hints(serve) == {"options": ServerOptions, "return": type(None)}
+
+
+def test_the_command_line_of_some_options_reads_back_as_them(tmp_path: Path) -> None:
+    """What a launcher passes its child (to_argv) is what the child parses (from_argv), every field, token aside."""
+    options = ServerOptions(host="0.0.0.0", port=9001, engine="onnx", workers=3, threads=None, max_batch=4,
+                            batch_window_ms=2.5, models_dir=tmp_path, max_text_chars=100, token="secret",
+                            max_queued_requests=7, max_sessions=5, idle_timeout_s=0.25, log_level="debug",
+                            log_file=tmp_path / "log")
+    argv = options.to_argv()
+    assert "secret" not in argv and "--token" not in argv
+    assert ServerOptions.from_argv(argv) == dataclasses.replace(options, token=None)
+    assert ServerOptions.from_argv(ServerOptions().to_argv()) == ServerOptions()
+
+
+def test_the_settings_give_the_options_of_the_local_server(tmp_path: Path) -> None:
+    config = Config.defaults().override({"endpoint.local.port": 9002, "endpoint.local.workers": "3",
+                                         "endpoint.local.max_sessions": 4, "endpoint.token": "t",
+                                         "models.dir": str(tmp_path)}, "test")
+    options = ServerOptions.from_config(config)
+    assert (options.port, options.workers, options.threads, options.max_batch) == (9002, 3, None, None)
+    assert (options.max_sessions, options.token, options.models_dir) == (4, "t", tmp_path)
+    assert options.batch_window_ms == ServerOptions().batch_window_ms
 
 
 def test_endpoint_defaults_are_the_built_in_ones() -> None:
@@ -78,6 +101,7 @@ def _free_port() -> int:
         return port
 
 
+@pytest.mark.slow  # starts the real endpoint server process (no model: it logs its settings and fails to load)
 @pytest.mark.parametrize("command", [["voicecli", "serve"], ["voicecli_endpoint"]])
 def test_both_commands_start_the_server_with_them(command: list[str], tmp_path: Path) -> None:
     port = _free_port()

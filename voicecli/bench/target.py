@@ -18,6 +18,7 @@ from voicecli.bench.delay_proxy import DelayProxy, is_loopback
 from voicecli.config import Config
 from voicecli.tts.local_endpoint import LocalEndpoint, ensure_local_endpoint
 from voicecli.wire.protocol import STATS_PATH
+from voicecli.wire.server_options import ServerOptions
 
 
 class BenchError(RuntimeError):
@@ -45,18 +46,16 @@ class Target:
 
 
 async def resolve_target(config: Config, progress: Callable[[str], None]) -> Target:
-    """The configured endpoint: `local` (autostarted like `voicecli chat` does) or an http(s)/ws(s) URL."""
+    """The configured endpoint: `local` (autostarted as `voicecli chat` does it, the same server) or an http(s)/ws(s)
+    URL."""
     target = config.endpoint.target
     token = config.endpoint.token
     if target == "sagemaker":
         raise BenchError("voicecli bench measures a Kokoro endpoint it can reach directly: use --endpoint local or "
                          "a ws:// / http:// URL (SageMaker endpoints: run the container locally and bench that)")
     if target == "local":
-        local = await ensure_local_endpoint(
-            config.endpoint.local.host, config.endpoint.local.port,
-            config.endpoint.local.engine, config.endpoint.local.threads,
-            config.models_dir, config.endpoint.connect_timeout_s,
-            config.endpoint.local.autostart, progress, workers=config.endpoint.local.workers)
+        local = await ensure_local_endpoint(ServerOptions.from_config(config), config.endpoint.connect_timeout_s,
+                                            config.endpoint.local.autostart, progress)
         return Target(local.host, local.port, token, local)
     parsed = urllib.parse.urlsplit(target)
     if parsed.scheme in ("https", "wss"):

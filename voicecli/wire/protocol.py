@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import reprlib
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -301,7 +300,8 @@ def encode_message(message: ClientMessage | ServerMessage) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Reading frames (the server's reading and validation of requests: voicecli_endpoint/validation.py)
+# Reading frames (both sides decode a frame here; the server's validation of requests, and its quoting of what a
+# client sent, is in voicecli_endpoint/validation.py)
 
 
 MAX_JSON_DEPTH = 64
@@ -368,26 +368,6 @@ def decode_object(data: str | bytes, limits: Limits) -> dict[str, Any]:
             ErrorCode.NOT_AN_OBJECT, f"a message must be a JSON object, got {type(value).__name__}"
         )
     return value
-
-
-_SHOWN = reprlib.Repr(maxstring=40, maxlong=40, maxother=40, maxlevel=2, maxlist=3, maxdict=3)
-
-
-def shown(value: Any) -> str:
-    """A client-supplied value as quoted in an error message or a log line: its repr, cut to about 40 characters.
-
-    Why: error frames and logs quote what the client sent, and a client can send 64 KiB of it.
-    """
-    return _SHOWN.repr(value)
-
-
-def shown_error(exc: BaseException, limit: int = 160) -> str:
-    """An exception as quoted to a client: its type and message, cut to `limit` characters.
-
-    Why: a failure's message may quote the input that caused it (num2words quoted a 2,000-digit number whole).
-    """
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)

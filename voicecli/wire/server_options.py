@@ -1,20 +1,26 @@
-"""The Kokoro endpoint's command-line options, defined once for `voicecli serve` and `python -m voicecli_endpoint`.
+"""The Kokoro endpoint's options, defined once: `ServerOptions`, and the command line that carries them.
 
-Both run the same server (voicecli_endpoint.server.serve), so both take the same options with the same meaning;
-only where an option not given comes from differs: the container's entry point falls back to the built-in
-defaults below (`ServerOptions()`), `voicecli serve` to the user's settings ([endpoint.local], endpoint.token,
-models.dir). The module lives on the voicecli side, next to the wire protocol, because the endpoint package already
-depends on voicecli (voicecli.wire.protocol) and voicecli must not depend on the endpoint package at import time: the
-client's parser is built on every `voicecli` run, with or without the endpoint's extra installed.
+One type for one job: `voicecli serve` and `python -m voicecli_endpoint` parse their command lines into it, the
+server (voicecli_endpoint.server.serve) runs from it, and a process that starts an endpoint (the chat's autostart,
+the benches, the tests: voicecli.tts.local_endpoint) turns it back into a command line with `to_argv`. Both
+commands take the same options with the same meaning; only where an option not given comes from differs: the
+container's entry point falls back to the built-in defaults below (`ServerOptions()`), `voicecli serve` and the
+autostarted server to the user's settings (`ServerOptions.from_config`).
+
+The module lives on the voicecli side, next to the wire protocol, because the endpoint package already depends on
+voicecli (voicecli.wire) and voicecli must not depend on the endpoint package at import time: the client's parser is
+built on every `voicecli` run, with or without the endpoint's extra installed. For the same reason the two batching
+constants below stay here although only the endpoint acts on them: `voicecli serve --help` states their values.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from voicecli.logs import add_log_options
 from voicecli.wire.protocol import DEFAULTS
@@ -45,7 +51,8 @@ SHARED_WITH_CLIENT = ("models_dir", "log_level", "log_file")
 
 @dataclass(frozen=True)
 class ServerOptions:
-    """Everything `serve()` takes. The defaults are the server's built-in ones. None sizes mean `auto`."""
+    """Everything the server runs with (voicecli_endpoint.server.serve takes one). The defaults are the server's
+    built-in ones. None sizes mean `auto`."""
 
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -64,6 +71,101 @@ class ServerOptions:
     idle_timeout_s: float = DEFAULTS.limits.idle_timeout_s
     log_level: str = "info"
     log_file: Path | None = None
+
+    @classmethod
+    def from_config(cls, config: ServerConfig) -> ServerOptions:
+        """The options of the server on this machine by the user's settings: [endpoint.local], endpoint.token and
+        models.dir; what the settings do not cover (batch window, text limit, logging) keeps its built-in default.
+
+        `voicecli serve` (under its command-line options) and the autostarted local server both start from these,
+        so the server the chat starts is the one `voicecli serve` would run.
+        """
+        local = config.endpoint.local
+        return cls(host=local.host, port=local.port, engine=local.engine, workers=local.workers,
+                   threads=local.threads, max_batch=local.max_batch, models_dir=config.models_dir,
+                   token=config.endpoint.token, max_queued_requests=local.max_queued_requests,
+                   max_sessions=local.max_sessions, idle_timeout_s=local.idle_timeout_s)
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str] | None = None, fallback: ServerOptions | None = None, *,
+                  prog: str | None = None, description: str | None = None) -> ServerOptions:
+        """Read a `python -m voicecli_endpoint` command line (None: sys.argv); an option not given comes from
+        `fallback` (None: the built-in defaults). `prog` and `description` are what --help shows."""
+        parser = argparse.ArgumentParser(prog=prog, description=description)
+        add_server_options(parser)
+        return resolve(parser.parse_args(argv), cls() if fallback is None else fallback)
+
+    def to_argv(self) -> list[str]:
+        """The `python -m voicecli_endpoint` arguments that give these options, every one spelled out (so the child
+        does not fall back on defaults of its own), except the token.
+
+        Why not the token: a command line is readable by every local user (the process list); a starter hands the
+        token to the child in its environment (TOKEN_ENV) instead. `from_argv(to_argv())` gives these options back
+        with `token=None`, which reads that environment.
+        """
+        argv: list[str] = []
+        for option in dataclasses.fields(self):
+            value = getattr(self, option.name)
+            if option.name == "token" or (value is None and option.name not in AUTO_COUNTS):
+                continue  # None: models_dir and log_file not given (their defaults)
+            argv += [f"--{option.name.replace('_', '-')}", AUTO if value is None else str(value)]
+        return argv
+
+
+class ServerConfig(Protocol):
+    """What `ServerOptions.from_config` reads of voicecli.config.Config.
+
+    Why a protocol and not Config itself: this module sits beside voicecli.config in the layers and never imports it
+    (the endpoint imports this module, and must not pull in the client's settings); mypy checks at each caller that
+    Config has this shape.
+    """
+
+    @property
+    def endpoint(self) -> _EndpointSection: ...
+
+    @property
+    def models_dir(self) -> Path: ...
+
+
+class _EndpointSection(Protocol):
+    """[endpoint]: the token, and [endpoint.local]."""
+
+    @property
+    def token(self) -> str: ...
+
+    @property
+    def local(self) -> _LocalSection: ...
+
+
+class _LocalSection(Protocol):
+    """[endpoint.local]: the server on this machine (None sizes: auto)."""
+
+    @property
+    def host(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def engine(self) -> str: ...
+
+    @property
+    def workers(self) -> int | None: ...
+
+    @property
+    def threads(self) -> int | None: ...
+
+    @property
+    def max_batch(self) -> int | None: ...
+
+    @property
+    def max_sessions(self) -> int: ...
+
+    @property
+    def max_queued_requests(self) -> int: ...
+
+    @property
+    def idle_timeout_s(self) -> float: ...
 
 
 AUTO = "auto"
