@@ -2,16 +2,19 @@
 actually came out of the (virtual PulseAudio) speaker, compared with the endpoint's own audio for the same text.
 
 The SageMaker paths go through the local stand-ins (tests/standins), so only the AWS wire is stood in for; the
-audio is still synthesized by the session's real endpoint.
+audio is still synthesized by the session's real endpoint. A hostile endpoint (tests/tts/hostile.py) replays what a
+broken or malicious one sends: the command must fail saying so, in bounded memory.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
 import socket
 import subprocess
+import tempfile
 import wave
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +30,17 @@ from tests.pulse import SINK_RATE, PrivatePulse
 from tests.standins.sagemaker import Behaviour, SageMakerRuntimeStandIn
 from tests.standins.sagemaker_bidi import BidiBehaviour, BidiStandIn
 from tests.standins.tls import SelfSigned, make_self_signed
+from tests.tts.hostile import HostileEndpoint, Script, Session, complete, honest, messages, start
+from voicecli.commands.say import ANSWER_ID, MAX_KEPT_S, SayError, _SayAudio
+from voicecli.tts.base import (
+    MAX_MESSAGE_BYTES,
+    MAX_REQUEST_AUDIO_S,
+    AudioChunk,
+    AudioDone,
+    AudioStart,
+    SpeechRequest,
+)
+from voicecli.tts.http_batch import BatchHttpTransport
 from voicecli.tts.voices import ENGLISH_VOICES
 from voicecli.wire.protocol import SAMPLE_RATE
 
@@ -40,6 +54,19 @@ TIMING_KEYS = ("request_sent", "first_audio_byte_ms", "first_audio_played_ms", "
 
 Audio = NDArray[np.float32]
 
+PEAK_FILE = "SAY_TEST_PEAK_FILE"
+MEASURED = f"""
+import atexit, os, re, runpy, sys
+
+def peak():  # VmHWM, this process's own peak since exec (rusage would add its parent's, inherited across exec)
+    with open("/proc/self/status") as status, open(os.environ["{PEAK_FILE}"], "w") as out:
+        out.write(re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1))
+
+atexit.register(peak)
+runpy.run_module("voicecli", run_name="__main__", alter_sys=True)
+"""
+"""`python -m voicecli`, which also writes its peak resident memory (kB) to the file named by ${PEAK_FILE} at exit."""
+
 
 # ------------------------------------------------------------------------------------------------------- helpers
 
@@ -50,6 +77,8 @@ class SayRun:
     stdout: str
     stderr: str
     recorded: Audio | None = None
+    peak_rss_mb: float = 0.0
+    """The command's own peak resident memory (VmHWM): what an endpoint could make it take."""
 
     @property
     def report(self) -> dict[str, object]:
@@ -72,13 +101,17 @@ def say(args: list[str], home: Path, env: dict[str, str] | None = None, pulse: P
     if pulse is not None:
         base.update(pulse.env)
     base.update(env or {})
-    command = [str(REPO / ".venv" / "bin" / "python"), "-m", "voicecli", "say", *args]
+    command = [str(REPO / ".venv" / "bin" / "python"), "-c", MEASURED, "say", *args]
     recorder = pulse.record() if pulse is not None else None
-    try:
-        proc = subprocess.run(command, cwd=REPO, env=base, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
-    finally:
-        recorded = recorder.stop() if recorder is not None else None
-    return SayRun(proc.returncode, proc.stdout, proc.stderr, recorded)
+    with tempfile.TemporaryDirectory() as scratch:
+        base[PEAK_FILE] = peak = str(Path(scratch) / "peak")
+        try:
+            proc = subprocess.run(command, cwd=REPO, env=base, capture_output=True, text=True,
+                                  timeout=RUN_TIMEOUT_S)
+        finally:
+            recorded = recorder.stop() if recorder is not None else None
+        peak_kb = Path(peak).read_text() if Path(peak).exists() else "0"
+    return SayRun(proc.returncode, proc.stdout, proc.stderr, recorded, int(peak_kb) / 1024)
 
 
 def wav_samples(data: bytes) -> tuple[int, int, Audio]:
@@ -330,3 +363,74 @@ def test_no_audio_device_exits_2_suggesting_out(home: Path, tmp_path: Path) -> N
     assert run.returncode == 2, run.stderr
     assert len(run.error_lines) == 1, run.stderr
     assert "--out" in run.error_lines[0]
+
+
+# ------------------------------------------------------------------------------------------------------- hostile
+
+BOUNDED_RSS_MB = 200.0
+"""What `say` may take against a hostile endpoint: its ~60 MB of code and libraries, plus at most MAX_KEPT_S of
+decoded audio (58 MB), with room to spare. The same probes used to take 3 GB (one 100 MB message) and 3.5 GB in 20 s
+(an endless stream)."""
+
+
+async def say_to(script: Script, home: Path, tmp_path: Path) -> SayRun:
+    """`voicecli say --out` against a hostile endpoint running `script`."""
+    async with HostileEndpoint(script) as endpoint:
+        return await asyncio.to_thread(say, [TEXT, "--endpoint", endpoint.http_url, "--out",
+                                             str(tmp_path / "x.wav")], home)
+
+
+def assert_refused(run: SayRun, tmp_path: Path, *words: str) -> None:
+    assert run.returncode == 2, run.stderr
+    assert len(run.error_lines) == 1, run.stderr
+    assert all(word in run.error_lines[0] for word in words), run.error_lines[0]
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "x.wav").exists()
+    assert run.peak_rss_mb < BOUNDED_RSS_MB
+
+
+async def test_a_message_over_the_limit_exits_2(home: Path, tmp_path: Path) -> None:
+    size = 8 * MAX_MESSAGE_BYTES  # the probe sent 100 MB: that took say from 56 MB to 3 GB, 12,499 s of audio, exit 0
+
+    async def script(session: Session) -> None:
+        rid = await session.request()
+        await session.send(start(rid), next(messages(size / 8000, size)), complete(rid))
+        await honest(session)
+
+    run = await say_to(script, home, tmp_path)
+    assert_refused(run, tmp_path, f"over the client's limit of {MAX_MESSAGE_BYTES // 1024} KiB", "(message_too_large)")
+
+
+async def test_an_endless_stream_exits_2_in_bounded_memory(home: Path, tmp_path: Path) -> None:
+    async def script(session: Session) -> None:
+        await session.stream(await session.request(), 2 * MAX_REQUEST_AUDIO_S)  # endless, as far as say can tell
+        await honest(session)
+
+    run = await say_to(script, home, tmp_path)
+    assert_refused(run, tmp_path, f"more than {MAX_REQUEST_AUDIO_S:.0f} s of audio", "(audio_too_long)")
+
+
+async def test_audio_before_synthesis_start_exits_2(home: Path, tmp_path: Path) -> None:
+    """It used to exit 0 with 0 s of audio and no error."""
+    async def script(session: Session) -> None:
+        rid = await session.request()
+        await session.send(*messages(1.0), start(rid), complete(rid, 1.0))
+        await honest(session)
+
+    run = await say_to(script, home, tmp_path)
+    assert_refused(run, tmp_path, "broke the protocol: audio before any synthesis_start", "(protocol_error)")
+
+
+async def test_say_keeps_at_most_its_limit_of_audio_whatever_the_transport() -> None:
+    transport = BatchHttpTransport("http://127.0.0.1:9")  # never connected: its events are fed by hand
+    reader = _SayAudio(transport, SpeechRequest(ANSWER_ID, TEXT, format="pcm16"), None)
+    reader.track(ANSWER_ID)
+    reader.close()
+    ten_seconds = bytes(2 * 10 * SAMPLE_RATE)
+    transport._emit(AudioStart(ANSWER_ID, "pcm16", SAMPLE_RATE))
+    for _ in range(int(MAX_KEPT_S / 10) + 1):
+        transport._emit(AudioChunk(ANSWER_ID, ten_seconds))
+    transport._emit(AudioDone(ANSWER_ID, None))
+    with pytest.raises(SayError, match=f"more than {MAX_KEPT_S:.0f} s of audio"):
+        await asyncio.wait_for(reader.run(), 60)
+    assert sum(piece.size for piece in reader.pieces) <= MAX_KEPT_S * SAMPLE_RATE

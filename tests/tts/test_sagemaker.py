@@ -17,8 +17,19 @@ from tests.standins.sagemaker import PART_SIZES, Behaviour, SageMakerRuntimeStan
 from tests.standins.sagemaker_bidi import BidiBehaviour, BidiStandIn
 from tests.standins.tls import SelfSigned, make_self_signed
 from tests.tts.events import audio_by_request, collect
+from tests.tts.hostile import HostileEndpoint, HostileHttp, Session
 from voicecli.audio.mp3_frames import frame_length
-from voicecli.tts.base import AudioChunk, AudioDone, AudioEvent, AudioFailed, AudioStart, SpeechRequest, TransportError
+from voicecli.tts.base import (
+    AUDIO_TOO_LONG,
+    MAX_REQUEST_AUDIO_S,
+    AudioChunk,
+    AudioDone,
+    AudioEvent,
+    AudioFailed,
+    AudioStart,
+    SpeechRequest,
+    TransportError,
+)
 from voicecli.tts.sagemaker import (
     SageMakerBatchTransport,
     SageMakerBidiTransport,
@@ -335,3 +346,38 @@ async def test_bidi_unknown_endpoint_name_is_clear(bidi: BidiStandIn) -> None:
         await transport.connect()
     await transport.aclose()
 
+
+
+async def test_bidi_a_container_that_drops_every_session_gets_a_bounded_number_of_new_streams(aws: SelfSigned) -> None:
+    """The reconnect and its budget are the WebSocket transport's (receiver.Reconnects): a container that accepts each
+    session and drops it at once used to get new streams without end, each successful open resetting the budget."""
+    async def script(session: Session) -> None:
+        if session.index == 0:
+            await session.request()  # the first session drops at the first request, every later one at once
+
+    async with HostileEndpoint(script) as container:
+        with BidiStandIn(container.http_url, aws, secret_key=SECRET) as standin:
+            transport = SageMakerBidiTransport(target("kokoro", standin.url), reconnect_base_delay_s=0.01)
+            async with transport:
+                await transport.send(SpeechRequest("x", TEXT))
+                events = await collect(transport, {"x"}, 30)
+    (failed,) = events
+    assert isinstance(failed, AudioFailed) and failed.code == "connection_lost"
+    assert "the SageMaker endpoint 'kokoro' accepted the connection and dropped it again, 3 times" in failed.message
+    assert transport.streams_opened == 4 and len(standin.records) == 4
+
+
+@pytest.mark.parametrize("transport_class", [SageMakerBatchTransport, SageMakerStreamTransport])
+async def test_an_answer_past_the_limit_fails_that_request_and_the_next_one_is_served(
+    transport_class: type[SageMakerBatchTransport], aws: SelfSigned
+) -> None:
+    """A container that never stops sending: its audio used to be read (batch) or passed on (stream) without end."""
+    with HostileHttp(2 * MAX_REQUEST_AUDIO_S) as container, SageMakerRuntimeStandIn(container.url) as standin:
+        async with transport_class(target("kokoro", standin.url)) as transport:
+            await transport.send(SpeechRequest("endless", TEXT))
+            await transport.send(SpeechRequest("next", TEXT))
+            events = await collect(transport, {"endless", "next"}, 60)
+    assert [(e.request_id, e.code) for e in events if isinstance(e, AudioFailed)] == [("endless", AUDIO_TOO_LONG)]
+    heard = sum(len(e.data) for e in events if isinstance(e, AudioChunk) and e.request_id == "endless")
+    assert heard <= MAX_REQUEST_AUDIO_S * 8000  # 64 kbps
+    assert [e.request_id for e in events if isinstance(e, AudioDone)] == ["next"]

@@ -28,7 +28,7 @@ from voicecli.audio.streams import answer_decoder
 from voicecli.audio.wav import save_wav
 from voicecli.config import CONSTRAINTS, Config, ConfigError
 from voicecli.playback.speaker import Speaker
-from voicecli.tts.base import AudioFailed, SpeechRequest, TTSTransport
+from voicecli.tts.base import MAX_REQUEST_AUDIO_S, AudioFailed, SpeechRequest, TTSTransport
 from voicecli.tts.consumer import AudioConsumer, RequestAudio, Stalled
 from voicecli.wire.protocol import SAMPLE_RATE
 
@@ -36,6 +36,10 @@ STALL_TIMEOUT_S = 60.0
 """No event for this long means the endpoint is stuck; say so instead of hanging."""
 DRAIN_TIMEOUT_S = 600.0
 ANSWER_ID = "say"
+MAX_KEPT_S = MAX_REQUEST_AUDIO_S
+"""Most audio `say` keeps (for --out, and to report its length): its one request's limit. The transports hold each
+request to that limit already; this holds the samples actually kept to it whatever the transport, so memory stays
+bounded (600 s of float32 samples at 24 kHz is 58 MB)."""
 
 
 class SayError(RuntimeError):
@@ -182,8 +186,15 @@ class _SayAudio(AudioConsumer):
         super().__init__(transport, STALL_TIMEOUT_S, _AudioDecoder, request.format)
         self.speaker = speaker
         self.pieces: list[Samples] = []
+        self.kept = 0
+        """Samples in `pieces`."""
 
     def audio(self, entry: RequestAudio, samples: Samples) -> None:
+        self.kept += samples.size
+        if self.kept > MAX_KEPT_S * SAMPLE_RATE:
+            raise SayError(f"the endpoint sent more than {MAX_KEPT_S:.0f} s of audio for this text, the most `voicecli "
+                           "say` keeps; if the text really speaks that long, split it or raise --speed, otherwise "
+                           "check the endpoint with `voicecli doctor`")
         self.pieces.append(samples)
         if self.speaker is not None:
             self.speaker.write(samples, ANSWER_ID)

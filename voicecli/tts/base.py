@@ -19,13 +19,78 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import ClassVar, Self
+from typing import ClassVar, Final, Self
 
-from voicecli.wire.protocol import AudioFormat, Timings
+from voicecli.audio.mp3_frames import parse_header, split_frames
+from voicecli.wire.protocol import DEFAULTS, SAMPLE_RATE, AudioFormat, Timings
+
+MAX_MESSAGE_BYTES: Final = 1 << 20
+"""Largest message a transport takes from the endpoint (1 MiB). The endpoint sends audio as whole MP3 frames grouped
+into messages of at most 32 KiB (its audio_encoding.DEFAULT_MAX_MESSAGE_BYTES), and control messages of a few hundred
+bytes; even a whole piece in one message (510 phonemes at speed 0.5: about 80 s, 640 KB at 64 kbps) fits. Why a
+limit at all: without one, a single 100 MB message was read whole and decoded into 12,499 s of audio (3 GB)."""
+
+MAX_REQUEST_AUDIO_S: Final = 600.0
+"""Most audio one request may bring, in seconds. 2,000 characters (the endpoint's max_text_chars) of ordinary English
+measured 8.45 characters a second at speed 0.5, the slowest: 237 s. 600 s leaves 2.5 times that. Text dense with long
+numbers speaks longer (0.92 characters a second at speed 0.5: every 15-digit number is read out in words) and is
+refused past this; the message says to split it. Why a limit: an endpoint that never stops sending would otherwise
+fill the memory of whoever keeps the audio (3.5 GB in 20 s)."""
+
+# The codes of failures the client decides on itself (the endpoint's own are voicecli.wire.protocol.ErrorCode).
+CONNECTION_LOST: Final = "connection_lost"
+MESSAGE_TOO_LARGE: Final = "message_too_large"
+AUDIO_TOO_LONG: Final = "audio_too_long"
+PROTOCOL_ERROR: Final = "protocol_error"
 
 
 class TransportError(RuntimeError):
     """The endpoint cannot be reached or broke the protocol; the message says what to do."""
+
+
+def audio_seconds(audio_format: str, data: bytes) -> float:
+    """Seconds of audio in `data`: whole MP3 frames (each frame's header says its length) or PCM16 samples at the
+    wire's rate. Raises ValueError when MP3 data is not whole frames, which the protocol promises it is."""
+    if audio_format == "pcm16":
+        return len(data) / 2 / SAMPLE_RATE
+    frames, rest = split_frames(data)
+    if rest:
+        raise ValueError(f"{len(rest)} bytes after the last whole MP3 frame")
+    seconds = 0.0
+    for frame in frames:
+        header = parse_header(frame)
+        if header is not None:  # always: split_frames cut at headers it parsed
+            seconds += header.samples_per_frame / header.sample_rate
+    return seconds
+
+
+class AudioBudget:
+    """The audio one request has brought so far, against MAX_REQUEST_AUDIO_S: one count for every transport."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def spend(self, audio_format: str, data: bytes) -> bool:
+        """Count `data` (whole units, see `audio_seconds`); False once the request is over the limit."""
+        self.seconds += audio_seconds(audio_format, data)
+        return self.seconds <= MAX_REQUEST_AUDIO_S
+
+
+def too_much_audio() -> str:
+    """What happened and what to do, for a request refused by its AudioBudget."""
+    return (f"the endpoint sent more than {MAX_REQUEST_AUDIO_S:.0f} s of audio for one request, the client's limit "
+            f"({DEFAULTS.limits.max_text_chars:,} characters of English at the slowest speed make about 240 s), and "
+            "the rest was refused; if this text really speaks that long (long numbers at a slow speed), split it or "
+            "raise the speed, otherwise the endpoint is misbehaving: check it with `voicecli doctor`")
+
+
+def too_large(size: int | None) -> str:
+    """What happened and what to do, for a message over MAX_MESSAGE_BYTES (`size`: as announced on the wire, which
+    may be compressed; None: not known)."""
+    sent = "" if size is None else f" ({size:,} bytes as sent)"
+    return (f"the endpoint sent a message over the client's limit of {MAX_MESSAGE_BYTES // 1024} KiB{sent}, and the "
+            "request it belonged to was refused (a voicecli endpoint sends at most 32 KiB at a time); check that the "
+            "endpoint is a voicecli endpoint and up to date (`voicecli doctor`)")
 
 
 @dataclass(frozen=True)

@@ -7,24 +7,15 @@ the pipeline can use either without knowing which.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import ClassVar
 
 import httpx
 
-from voicecli.audio.mp3_frames import frame_slices
-from voicecli.tts.base import (
-    AudioChunk,
-    AudioDone,
-    AudioStart,
-    SpeechRequest,
-    TransportError,
-)
-from voicecli.tts.serial import SerialTransport
-from voicecli.wire.protocol import INVOCATIONS_PATH, PING_PATH, SAMPLE_RATE, Timings
-
-CHUNK_BYTES = 8192
-"""Audio is handed on in slices this size (whole MP3 frames), like a stream, so playback code is shared."""
+from voicecli.tts.base import CONNECTION_LOST, MAX_MESSAGE_BYTES, SpeechRequest, TransportError
+from voicecli.tts.serial import SerialTransport, WholeAnswer, invocation_body
+from voicecli.wire.protocol import INVOCATIONS_PATH, PING_PATH, Timings
 
 
 def http_base(target: str) -> str:
@@ -61,35 +52,55 @@ class BatchHttpTransport(SerialTransport):
         await self._client.aclose()
 
     async def _serve(self, request: SpeechRequest) -> None:
-        body = {"text": request.text, "voice": request.voice, "speed": request.speed, "format": request.format}
         sent = time.monotonic()
+        answer = WholeAnswer(request)
         try:
-            response = await self._client.post(INVOCATIONS_PATH, json=body)
+            async with self._client.stream("POST", INVOCATIONS_PATH, content=invocation_body(request, stream=False),
+                                           headers={"Content-Type": "application/json"}) as response:
+                if response.status_code != 200:
+                    self._refused(request, response.status_code, await _error_body(response))
+                    return
+                async for data in response.aiter_bytes():  # leaving the block early hangs up: the endpoint stops
+                    if self._is_cancelled(request.request_id):
+                        return
+                    if not answer.feed(data):
+                        self._too_much_audio(request)
+                        return
         except httpx.HTTPError as exc:
             advice = f"POST {self.base}{INVOCATIONS_PATH} failed ({exc}); is the endpoint running?"
-            self._fail(request, "connection_lost", advice)
+            self._fail(request, CONNECTION_LOST, advice)
             return
         if self._is_cancelled(request.request_id):
             return
-        if response.status_code != 200:
-            try:
-                detail = response.json()
-                code, message = str(detail.get("code", response.status_code)), str(detail.get("message", ""))
-            except ValueError:
-                code, message = str(response.status_code), response.text[:200]
-            self._fail(request, code, message)
-            return
-        self._emit(AudioStart(request.request_id, request.format, SAMPLE_RATE))
-        audio = response.content
-        pieces = frame_slices(audio, CHUNK_BYTES) if request.format == "mp3" else [
-            audio[i : i + CHUNK_BYTES] for i in range(0, len(audio), CHUNK_BYTES)]
-        for piece in pieces:
-            self._emit(AudioChunk(request.request_id, piece))
-        headers = response.headers
-        timings = Timings(
-            queue_wait_ms=float(headers.get("X-Queue-Wait-Ms", 0)),
-            synthesis_ms=float(headers.get("X-Inference-Time-Ms", (time.monotonic() - sent) * 1000)),
-            encoding_ms=0.0,
-            audio_s=float(headers.get("X-Audio-Seconds", 0)),
-        )
-        self._emit(AudioDone(request.request_id, timings))
+        self._answer(answer, _timings(response.headers, (time.monotonic() - sent) * 1000))
+
+    def _refused(self, request: SpeechRequest, status: int, body: bytes) -> None:
+        """The endpoint's 4xx/5xx, in its own words when it gave them as JSON {"code", "message"}."""
+        try:
+            detail = json.loads(body)
+        except ValueError:
+            detail = None
+        if isinstance(detail, dict):
+            self._fail(request, str(detail.get("code", status)), str(detail.get("message", "")))
+        else:
+            self._fail(request, str(status), body[:200].decode("utf-8", "replace"))
+
+
+async def _error_body(response: httpx.Response) -> bytes:
+    """An error answer's body, at most MAX_MESSAGE_BYTES of it (the endpoint's are a line of JSON)."""
+    body = bytearray()
+    async for data in response.aiter_bytes():
+        body += data
+        if len(body) > MAX_MESSAGE_BYTES:
+            break
+    return bytes(body)
+
+
+def _timings(headers: httpx.Headers, elapsed_ms: float) -> Timings:
+    """The endpoint's timing headers (see docs/protocol.md, "HTTP route"); without them, the call's own time."""
+    return Timings(
+        queue_wait_ms=float(headers.get("X-Queue-Wait-Ms", 0)),
+        synthesis_ms=float(headers.get("X-Inference-Time-Ms", elapsed_ms)),
+        encoding_ms=0.0,
+        audio_s=float(headers.get("X-Audio-Seconds", 0)),
+    )

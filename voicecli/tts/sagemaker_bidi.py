@@ -13,7 +13,8 @@ Why these choices:
 - Cancel and close are the protocol's own messages on the same stream. The input half is closed only after the
   container has closed the session: closing it right after sending tears the session down before the audio comes.
 - If the stream ends while requests are outstanding (SageMaker ended the session, the container restarted), a new
-  stream is opened and the unfinished requests re-sent; synthesis is deterministic, so the bytes already played
+  stream is opened and the unfinished requests re-sent (`receiver.Reconnects`, shared with the WebSocket transport,
+  with its budget of reconnects within a time window); synthesis is deterministic, so the bytes already played
   are skipped and nothing is heard twice. A ModelStreamError fails the outstanding requests instead (re-sending
   what made the container fail would fail again) and the next request opens a new stream.
 """
@@ -31,7 +32,7 @@ from voicecli.tts.base import (
     TransportError,
     TTSTransport,
 )
-from voicecli.tts.receiver import Receiver
+from voicecli.tts.receiver import Receiver, Reconnects, Send
 from voicecli.tts.sagemaker_common import (
     Failure,
     SageMakerTarget,
@@ -103,14 +104,16 @@ class SageMakerBidiTransport(TTSTransport):
         close_timeout_s: float = 10.0,
         reconnect_attempts: int = 3,
         reconnect_base_delay_s: float = 0.2,
+        reconnect_window_s: float = 60.0,
         target_variant: str | None = None,
     ) -> None:
+        """`reconnect_attempts` is the budget of new streams within any `reconnect_window_s` seconds for requests left
+        unfinished (see `receiver.Reconnects`); the first waits `reconnect_base_delay_s`, each next one twice as
+        long."""
         super().__init__()
         self.target = target
         self._connect_timeout_s = connect_timeout_s
         self._close_timeout_s = close_timeout_s
-        self._attempts = reconnect_attempts
-        self._base_delay_s = reconnect_base_delay_s
         self._target_variant = target_variant
         self._client: Any = None
         self._stream: Any = None
@@ -118,6 +121,8 @@ class SageMakerBidiTransport(TTSTransport):
         self._reader: asyncio.Task[None] | None = None
         self._reconnecting: asyncio.Task[None] | None = None
         self._receiver = Receiver(self._emit)
+        self._reconnects = Reconnects(self._receiver, f"the SageMaker endpoint {target.endpoint_name!r}",
+                                      reconnect_attempts, reconnect_window_s, reconnect_base_delay_s)
         self._send_lock = asyncio.Lock()
         self._closing = False
         self._broken: str | None = None
@@ -189,20 +194,29 @@ class SageMakerBidiTransport(TTSTransport):
         if self._client is None:
             raise TransportError("the TTS transport is not connected: call connect() first")
         async with self._send_lock:
-            if self._stream is None:  # the last stream failed: a new request gets a new one
+            if self._stream is None:  # the last stream failed: a new request gets a new one, after what is unfinished
                 await self._open_stream()
+                await self._receiver.resend(self._send_part)
             await self._send_part(self._receiver.sent(request))
 
     async def cancel(self, request_id: str | None = None) -> None:
         self._receiver.forget(request_id)
+        await self._cancel_at_container(request_id)
+
+    async def _cancel_at_container(self, request_id: str | None) -> None:
+        """The protocol's cancel on the stream (also for a request the Receiver refused: the container stops working
+        on it, and the session goes on)."""
         if self._stream is not None:
             async with self._send_lock:
-                with contextlib.suppress(Exception):
-                    await self._send_part(encode_message(Cancel(request_id)))
+                await self._send_or_drop(encode_message(Cancel(request_id)))
 
     async def aclose(self) -> None:
         """Send the protocol's close, let the container finish what is outstanding, then close the input half."""
         self._closing = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reconnecting
         if self._stream is not None:
             with contextlib.suppress(Exception):
                 async with self._send_lock:
@@ -244,6 +258,11 @@ class SageMakerBidiTransport(TTSTransport):
         part = RequestPayloadPart(bytes_=text.encode("utf-8"))  # BINARY, as SageMaker's own clients send
         await self._stream.input_stream.send(RequestStreamEventPayloadPart(value=part))
 
+    async def _send_or_drop(self, text: str) -> None:
+        """Send on the current stream; if it has broken, its reader re-opens it and re-sends what is unfinished."""
+        with contextlib.suppress(Exception):
+            await self._send_part(text)
+
     async def _drop_stream(self) -> None:
         stream, self._stream, self._output = self._stream, None, None
         if stream is not None:
@@ -261,7 +280,8 @@ class SageMakerBidiTransport(TTSTransport):
                 if event is None:
                     break
                 if isinstance(event, ResponseStreamEventPayloadPart):
-                    self._receiver.handle(event.value.bytes_ or b"")
+                    for refused in self._receiver.handle(event.value.bytes_ or b""):
+                        await self._cancel_at_container(refused)
                 else:  # ModelStreamError / InternalStreamFailure delivered as events rather than raised
                     raise _fault_of(event)
         except asyncio.CancelledError:
@@ -282,22 +302,13 @@ class SageMakerBidiTransport(TTSTransport):
             self._reconnecting = asyncio.create_task(self._reconnect(), name="tts-sagemaker-bidi-reconnect")
 
     async def _reconnect(self) -> None:
-        delay = self._base_delay_s
-        for _ in range(self._attempts):
-            await asyncio.sleep(delay)
-            delay *= 2
-            async with self._send_lock:
-                if self._stream is not None:
-                    return
-                try:
-                    await self._open_stream()
-                except TransportError:
-                    continue
-                for message in self._receiver.resend():
-                    await self._send_part(message)
-            return
-        self._fail_outstanding(Failure("connection_lost", f"the SageMaker bidirectional stream to "
-                                       f"{self.target.endpoint_name!r} ended and could not be re-opened"))
+        await self._reconnects.run(self._reopen, self._send_lock, "SageMaker ended the stream")
+
+    async def _reopen(self) -> Send | None:
+        if self._stream is not None:
+            return None  # a send opened one meanwhile, and re-sent what was unfinished
+        await self._open_stream()
+        return self._send_or_drop
 
     def _fail_outstanding(self, failure: Failure) -> None:
         self._receiver.fail_all(failure.code, failure.message)

@@ -15,32 +15,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 from typing import Any, ClassVar
 
-from voicecli.audio.mp3_frames import frame_slices
 from voicecli.audio.streams import aligner_for
 from voicecli.tts.base import (
+    AudioBudget,
     AudioChunk,
     AudioDone,
     AudioStart,
     SpeechRequest,
 )
-from voicecli.tts.http_batch import CHUNK_BYTES
 from voicecli.tts.sagemaker_common import Failure, SageMakerTarget, explain, explain_botocore, runtime_client
-from voicecli.tts.serial import SerialTransport
+from voicecli.tts.serial import CHUNK_BYTES, SerialTransport, WholeAnswer, invocation_body
 from voicecli.wire.protocol import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
-
-
-def invocation_body(request: SpeechRequest, stream: bool) -> bytes:
-    """The container's POST /invocations body; SageMaker passes it through untouched."""
-    body = {"text": request.text, "voice": request.voice, "speed": request.speed, "format": request.format,
-            "stream": stream}
-    return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 
 class _InvokeTransport(SerialTransport):
@@ -71,27 +62,34 @@ class SageMakerBatchTransport(_InvokeTransport):
 
     name: ClassVar[str] = "sagemaker-batch"
 
-    def _invoke(self, body: bytes) -> bytes:
+    def _invoke(self, request: SpeechRequest) -> WholeAnswer | None:
+        """Worker thread: the call, and its body read within the client's limit (None: over it)."""
         response = self._client.invoke_endpoint(
-            EndpointName=self.target.endpoint_name, Body=body, ContentType="application/json"
+            EndpointName=self.target.endpoint_name, Body=invocation_body(request, stream=False),
+            ContentType="application/json",
         )
-        return bytes(response["Body"].read())
+        body = response["Body"]
+        answer = WholeAnswer(request)
+        try:
+            for data in body.iter_chunks(CHUNK_BYTES):
+                if not answer.feed(data):
+                    return None
+        finally:
+            body.close()
+        return answer
 
     async def _serve(self, request: SpeechRequest) -> None:
         try:
-            audio = await asyncio.to_thread(self._invoke, invocation_body(request, stream=False))
+            answer = await asyncio.to_thread(self._invoke, request)
         except Exception as exc:
             self._fail_with(request, explain_botocore(exc, self.target.endpoint_name))
             return
         if self._is_cancelled(request.request_id):
             return
-        rid = request.request_id
-        self._emit(AudioStart(rid, request.format, SAMPLE_RATE))
-        pieces = frame_slices(audio, CHUNK_BYTES) if request.format == "mp3" else [
-            audio[i : i + CHUNK_BYTES] for i in range(0, len(audio), CHUNK_BYTES)]
-        for piece in pieces:
-            self._emit(AudioChunk(rid, piece))
-        self._emit(AudioDone(rid, None))
+        if answer is None:
+            self._too_much_audio(request)
+            return
+        self._answer(answer, None)
 
 
 _END = object()
@@ -141,6 +139,7 @@ class SageMakerStreamTransport(_InvokeTransport):
         pump = loop.run_in_executor(None, self._pump, invocation_body(request, stream=True), deliver, stop)
         rid = request.request_id
         aligner = aligner_for(request.format)
+        budget = AudioBudget()
         started = False
         try:
             while True:
@@ -165,6 +164,9 @@ class SageMakerStreamTransport(_InvokeTransport):
                     continue
                 aligned = aligner.feed(item)
                 if aligned and started:
+                    if not budget.spend(request.format, aligned):
+                        self._too_much_audio(request)
+                        return  # the thread stops at its next part
                     self._emit(AudioChunk(rid, aligned))
         finally:
             stop.set()
