@@ -55,7 +55,9 @@ from voicecli.wire.protocol import (
     InvocationRequest,
     Limits,
     ProtocolError,
+    Timings,
     encode_message,
+    timing_headers,
 )
 from voicecli.wire.server_options import DEFAULT_HOST, ServerOptions
 from voicecli_endpoint.access import (
@@ -509,10 +511,7 @@ async def _invocation(request: Request, state: EndpointState, synth: Synthesizer
     data = await _encode_whole(audio, inv.format, state.settings.mp3_kbps)
     audio_s = len(audio) / SAMPLE_RATE
     headers = {
-        "X-Inference-Time-Ms": f"{synthesis_s * 1000:.1f}",
-        "X-Queue-Wait-Ms": f"{queue_s * 1000:.1f}",
-        "X-Audio-Seconds": f"{audio_s:.3f}",
-        "X-RTF": f"{synthesis_s / audio_s:.3f}" if audio_s else "0",
+        **timing_headers(Timings(queue_s * 1000, synthesis_s * 1000, 0.0, audio_s)),
         "X-Elapsed-Ms": f"{(time.perf_counter() - started) * 1000:.1f}",
         "X-Sample-Rate": str(SAMPLE_RATE),
     }

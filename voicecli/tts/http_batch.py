@@ -15,7 +15,7 @@ import httpx
 
 from voicecli.tts.base import CONNECTION_LOST, MAX_MESSAGE_BYTES, SpeechRequest, TransportError
 from voicecli.tts.serial import SerialTransport, WholeAnswer, invocation_body
-from voicecli.wire.protocol import INVOCATIONS_PATH, PING_PATH, Timings
+from voicecli.wire.protocol import INVOCATIONS_PATH, PING_PATH, timings_from_headers
 
 
 def http_base(target: str) -> str:
@@ -72,7 +72,7 @@ class BatchHttpTransport(SerialTransport):
             return
         if self._is_cancelled(request.request_id):
             return
-        self._answer(answer, _timings(response.headers, (time.monotonic() - sent) * 1000))
+        self._answer(answer, timings_from_headers(response.headers, (time.monotonic() - sent) * 1000))
 
     def _refused(self, request: SpeechRequest, status: int, body: bytes) -> None:
         """The endpoint's 4xx/5xx, in its own words when it gave them as JSON {"code", "message"}."""
@@ -96,11 +96,3 @@ async def _error_body(response: httpx.Response) -> bytes:
     return bytes(body)
 
 
-def _timings(headers: httpx.Headers, elapsed_ms: float) -> Timings:
-    """The endpoint's timing headers (see docs/protocol.md, "HTTP route"); without them, the call's own time."""
-    return Timings(
-        queue_wait_ms=float(headers.get("X-Queue-Wait-Ms", 0)),
-        synthesis_ms=float(headers.get("X-Inference-Time-Ms", elapsed_ms)),
-        encoding_ms=0.0,
-        audio_s=float(headers.get("X-Audio-Seconds", 0)),
-    )

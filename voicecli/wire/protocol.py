@@ -225,6 +225,24 @@ class Timings:
         }
 
 
+
+def timing_headers(timings: Timings) -> dict[str, str]:
+    """The headers of a whole POST /invocations answer that carry its timings (docs/protocol.md, "HTTP route"):
+    written by the endpoint, read back by `timings_from_headers`, so both sides name them once."""
+    return {
+        "X-Inference-Time-Ms": f"{timings.synthesis_ms:.1f}",
+        "X-Queue-Wait-Ms": f"{timings.queue_wait_ms:.1f}",
+        "X-Audio-Seconds": f"{timings.audio_s:.3f}",
+        "X-RTF": f"{timings.synthesis_ms / 1000 / timings.audio_s:.3f}" if timings.audio_s else "0",
+    }
+
+
+def timings_from_headers(headers: Mapping[str, str], elapsed_ms: float) -> Timings:
+    """The timings a whole POST /invocations answer carries; without them (another server), the call's own time."""
+    return Timings(queue_wait_ms=float(headers.get("X-Queue-Wait-Ms", 0)),
+                   synthesis_ms=float(headers.get("X-Inference-Time-Ms", elapsed_ms)), encoding_ms=0.0,
+                   audio_s=float(headers.get("X-Audio-Seconds", 0)))
+
 @dataclass(frozen=True)
 class SynthesisComplete:
     """Terminal frame of a request that was fully synthesized."""
