@@ -72,15 +72,54 @@ BATCH = [
 """Different lengths (so the batch is padded), voices and speeds, and an empty item."""
 
 
+FRAME = 600
+"""Samples per model frame (25 ms at 24 kHz); every item's audio is a whole number of them."""
+
+
+def _frame_energy_db(audio: np.ndarray) -> np.ndarray:
+    """The energy of every model frame, in dB."""
+    energy = np.square(audio.astype(np.float64)).reshape(-1, FRAME).sum(axis=1)
+    return np.asarray(10 * np.log10(np.maximum(energy, 1e-30)))
+
+
+def _log_mel(audio: np.ndarray, n_fft: int = 1200, hop: int = 300, bands: int = 64) -> np.ndarray:
+    """A log-mel spectrogram in dB (Hann windows of 50 ms every 12.5 ms, triangular bands up to 12 kHz)."""
+    mels = np.linspace(0.0, 2595 * np.log10(1 + SAMPLE_RATE / 2 / 700), bands + 2)
+    edges = 700 * (10 ** (mels / 2595) - 1)
+    low, mid, high = edges[:-2, None], edges[1:-1, None], edges[2:, None]
+    freqs = np.fft.rfftfreq(n_fft, 1 / SAMPLE_RATE)
+    filters = np.clip(np.minimum((freqs - low) / (mid - low), (high - freqs) / (high - mid)), 0, None)
+    padded = np.pad(audio.astype(np.float64), n_fft // 2)
+    frames = np.lib.stride_tricks.sliding_window_view(padded, n_fft)[::hop] * np.hanning(n_fft)
+    power = np.square(np.abs(np.fft.rfft(frames, axis=-1))) @ filters.T
+    return np.asarray(10 * np.log10(np.maximum(power, 1e-30)))
+
+
 def test_a_batch_matches_the_same_items_one_by_one(engine: TorchEngine) -> None:
-    """Batched and unbatched audio of the same items match, item by item.
+    """Batched and unbatched audio of the same items match, item by item: the same durations and length, the
+    same loudness in every 25 ms frame and the same spectrogram.
 
     Seeded alike, because the decoder's sine source draws random phase and noise: the batch runs the decoders in
-    item order, so it draws what the same calls one after another draw. The bound: the same single call with 1
-    instead of 2 intra-op threads already differs by up to 5e-3 (float sums in another order, amplified by the
-    decoder), and padding the token side does no more than that. Padding the decoder would change the length
-    and normalisation of every shorter item, and a mismatched random stream would add noise of ~3e-2 amplitude:
-    both fail here.
+    item order, so it draws what the same calls one after another draw (the very same tensors, measured).
+
+    Not sample by sample: float rounding decides that. The padded token side gives each item its tensors up to
+    rounding (~1e-5; F0 within ~2e-4 Hz), and the decoder amplifies an F0 that close into audio up to a few
+    hundredths apart in places. Its sine source accumulates F0 into the phase of 9 harmonics (~2e4 rad by the end
+    of a 4 s item, where a float32 step is ~2e-3 rad), so the source drifts apart by up to ~2e-4 along the item,
+    and the generator amplifies its source hundreds of times (1e-4 of white noise added to the source alone moves
+    the audio by 0.06). Measured on one Xeon (AVX-512) with torch's kernels forced to AVX-512, AVX2 or no SIMD,
+    on 1 or 2 threads: batch vs single differs by up to 0.026 sample-wise (0.012 with AVX2), and so does the same
+    single call between thread counts (0.018) or kernels (0.036), with an RMS up to 1.6% of the signal. This
+    phase jitter hardly moves energy or spectrum: the frame energies differ by 0.008 dB on average at most, the
+    log-mel cells by a median of 0.016 dB at most.
+
+    The defects this guards against move them 5 to 15 times as far; each was tried, on the items whose durations
+    it leaves equal (mean frame-energy / median log-mel change, smallest over the items): another random stream
+    (seeding differently, one extra draw before the decoders, or the decoders in another order) 0.085 / 0.19 dB;
+    a padded decoder (its normalisation sees the padding) 0.12 / 0.23 dB; padding that reaches an item changes
+    durations (ALBERT attending to it, an unpacked duration LSTM) or, through the text encoder (no mask, or an
+    unpacked LSTM), 0.094 / 0.087 dB. Hence the bounds 0.025 and 0.04 dB. The RMS bound (5%) is a loose check of
+    the waveform itself (polarity, alignment), which energies and spectra do not see.
     """
     torch = pytest.importorskip("torch")
     torch.manual_seed(1234)
@@ -94,9 +133,16 @@ def test_a_batch_matches_the_same_items_one_by_one(engine: TorchEngine) -> None:
         if not phonemes:
             assert many.audio.size == 0
             continue
-        difference = one.audio - many.audio
-        assert np.allclose(one.audio, many.audio, rtol=0, atol=1e-2), float(np.abs(difference).max())
-        assert float(np.sqrt(np.mean(difference**2))) < 0.01 * float(np.sqrt(np.mean(one.audio**2)))
+        energy_one, energy_many = _frame_energy_db(one.audio), _frame_energy_db(many.audio)
+        audible = energy_one > energy_one.max() - 80  # what is not digital silence
+        energy_change = float(np.mean(np.abs(energy_one - energy_many)[audible]))
+        assert energy_change < 0.025, (phonemes, energy_change)
+        mel_one, mel_many = _log_mel(one.audio), _log_mel(many.audio)
+        loud = mel_one > mel_one.max() - 60
+        mel_change = float(np.median(np.abs(mel_one - mel_many)[loud]))
+        assert mel_change < 0.04, (phonemes, mel_change)
+        rms_change = float(np.sqrt(np.mean((one.audio - many.audio) ** 2) / np.mean(one.audio**2)))
+        assert rms_change < 0.05, (phonemes, rms_change)
     assert [len(a) for a in engine.synthesize_batch(BATCH)] == [t.audio.size for t in single]
 
 

@@ -8,14 +8,17 @@ style vector per phoneme count). Weights are either the official hexgrad files o
 Batching (`synthesize_batch`, used by the scheduler's batcher on a GPU): KModel runs in two halves.
 - The token side (ALBERT, the duration encoder and its LSTM, the duration projection, the text encoder) sees each
   item's tokens only through an attention mask, `masked_fill` after every convolution and packed LSTM sequences,
-  so a padded batch gives every item exactly what it alone would get. It runs once for the whole batch. (KModel's
-  own `forward_with_tokens` calls the duration LSTM on the padded tensor, unpacked: correct for one item only,
-  so that one step is packed here.)
+  so a padded batch gives every item what it alone would get, up to float rounding. It runs once for the whole
+  batch. (KModel's own `forward_with_tokens` calls the duration LSTM on the padded tensor, unpacked: correct for
+  one item only, so that one step is packed here.)
 - The frame side (the F0/energy predictor and the iSTFTNet decoder) normalises over the whole utterance
   (InstanceNorm in every AdaIN block, reflection padding and interpolation at the ends), so padding an item to a
   longer one changes its audio. It runs per item, in batch order. Its only randomness (the decoder's sine source
   phase and noise) then draws from torch's generator in the same order as that many single calls, so a batch
-  seeded like a sequence of single calls reproduces them (tests/endpoint/test_torch_engine.py).
+  seeded like a sequence of single calls draws the very same random tensors and reproduces their audio up to float
+  rounding. The padded token side rounds differently (~1e-5), and the decoder's sine source, which accumulates F0
+  into phase, amplifies that to a few hundredths sample-wise in places, as much as 1 vs 2 threads or another CPU's
+  kernels do; durations, frame energies and spectra match (tests/endpoint/test_torch_engine.py).
 On a GPU the token side is many small kernels (12 shared ALBERT layers, three bidirectional LSTMs) whose cost is
 launch overhead, not arithmetic, so one launch for B items instead of B is the gain; container/README.md says how
 to measure it.
