@@ -81,10 +81,20 @@ def _runs(group: str) -> Iterator[tuple[str, int]]:
 
 def prepare(text: str) -> list[list[str]]:
     """`text` as misaki can read it at a bounded cost: segments, each a list of word groups (see the module doc)."""
+    return _prepared(text)[0]
+
+
+def work_units(text: str) -> int:
+    """What G2P of `text` costs, in misaki subtokens after `prepare` (about linear in time once prepared)."""
+    return _prepared(text)[1]
+
+
+def _prepared(text: str) -> tuple[list[list[str]], int]:
+    """`prepare`'s segments and their subtokens in all, counted as the groups are cut (each subtokenized once)."""
     flat = _LONG_NUMBER.sub(_spell_long_number, _cap_combining(unicodedata.normalize("NFC", text)))
     segments: list[list[str]] = []
     current: list[str] = []
-    size = 0
+    size = work = 0
     for sentence in _SENTENCE_END.split(flat):
         runs = [run for group in sentence.split() for run in _runs(group)]
         if current and size + sum(cost for _, cost in runs) > SEGMENT_SUBTOKENS:
@@ -96,14 +106,10 @@ def prepare(text: str) -> list[list[str]]:
                 current, size = [], 0
             current.append(run)
             size += cost
+            work += cost
     if current:
         segments.append(current)
-    return segments
-
-
-def work_units(text: str) -> int:
-    """What G2P of `text` costs, in misaki subtokens after `prepare` (about linear in time once prepared)."""
-    return sum(len(_subtokenize()(group)) for segment in prepare(text) for group in segment)
+    return segments, work
 
 
 class Phonemizer:

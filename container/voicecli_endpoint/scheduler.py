@@ -80,10 +80,6 @@ class Stepper[T]:
         self._stepping = False
         self._closed = False
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def step(self) -> T:
         """The generator's next value. Raises JobDropped once closed, RuntimeError if it ends without one."""
         with self._lock:

@@ -3,8 +3,8 @@
 The protocol's documentation (docs/protocol.md) is the rule book: every limit, default and error code there; this
 module applies them to a WebSocket message or a POST /invocations body and raises ``ProtocolError`` with the code
 the client gets back. It lives with the server because only the server reads client messages; the message types
-themselves stay in the protocol, shared with clients. So do `shown` and `shown_error`, how the server quotes what a
-client sent (and what failed) back in error frames and logs.
+themselves stay in the protocol, shared with clients. `shown` and `shown_error`, how the server quotes what a client
+sent (and what failed) back in error frames and logs, live here: only the server quotes.
 """
 
 from __future__ import annotations
