@@ -159,8 +159,9 @@ def test_questions_with_accepted_answers_are_scored_right_or_wrong() -> None:
 @pytest.mark.skipif(shutil.which("pulseaudio") is None or shutil.which("espeak-ng") is None,
                     reason="needs pulseaudio and espeak-ng")
 def test_turns_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
-    """Two built-in questions (the second has a 600 ms pause mid-sentence) through the real app in bidi mode."""
-    result = bench(server, tmp_path, "turns", "--turns", "2", "--modes", "bidi",
+    """The first two questions of the quality set, voiced by two Kokoro voices through the endpoint (af_bella; then
+    am_michael at 1.15x), through the real app in bidi mode."""
+    result = bench(server, tmp_path, "turns", "--set", "quality", "--turns", "2", "--modes", "bidi",
                    env={"VOICECLI_LLM__BACKEND": "local", "VOICECLI_LLM__MAX_TOKENS": "32"})
     data, markdown = outputs(tmp_path, "turns", ["turn_waterfall.png"])
     assert data["settings"]["modes"] == ["bidi"] and data["settings"]["turns"] == 2
@@ -179,7 +180,9 @@ def test_turns_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
         # the question as heard lasted as long as the file's voiced part: the virtual mic ran at real time
         assert detail["question_voiced_s_heard"] == pytest.approx(detail["question_voiced_s_file"], abs=0.1)
     assert "capital" in data["samples"][0]["detail"]["transcripts"][0].lower()
-    assert bidi["answers_scored"] == 2 and bidi["transcript_wer"] is not None  # France and Italy have answers
+    assert bidi["answers_scored"] == 2 and bidi["transcript_wer"] is not None  # both quality questions are scored
+    assert [q["voicing"]["voice"] for q in data["settings"]["question_set"]] == ["af_bella", "am_michael"]
+    assert "built-in set 'quality'" in data["settings"]["questions"]
     assert "| bidi | 2 | 2 |" in markdown and "| bidi |" in result.stdout
 
 

@@ -4,6 +4,10 @@
     voicecli bench e2e  [--runs N] [--rtt-ms X ...]          LLM + TTS through the pipeline: batch vs bidi
     voicecli bench load [--sessions N,...] [--sentences M]   concurrent sessions with exact accounting
     voicecli bench turns [--turns N] [--modes bidi,batch]    spoken questions in, felt latency from the audio
+    voicecli bench questions --set quality --out DIR         voice a built-in question set into WAVs + manifest
+    voicecli bench stt  [--set quality] [--variants ...]     speech recognition: word errors vs decode time
+    voicecli bench llm  [--set quality] [--variants ...]     offline LLM: answers right vs time to first sentence
+    voicecli bench endpointing [--detectors ...]             end of turn: wait vs cut-off rate per detector
 
 Each writes results.json, results.md and PNG charts to results/bench/<name>/ and copies them to
 results/bench/latest/<bench>/. The bench modules (transports, numpy, matplotlib, the engine) are imported only
@@ -27,6 +31,7 @@ LOAD_SESSIONS = "1,2,4,8"
 LOAD_SENTENCES = 10
 LOAD_RUNS = 2
 TURNS = 10
+"""Turns per mode on the 8-question latency set (the README's turn figures)."""
 TURN_MODES = "bidi,batch"
 
 
@@ -67,6 +72,48 @@ def _run_turns(args: argparse.Namespace, config: Config) -> int:
     return run(args, config)
 
 
+def _run_questions(args: argparse.Namespace, config: Config) -> int:
+    from voicecli.bench.questions import run
+
+    return run(args, config)
+
+
+def _run_stt(args: argparse.Namespace, config: Config) -> int:
+    _note_missing_charts()
+    from voicecli.bench.stt import run
+
+    return run(args, config)
+
+
+def _run_llm(args: argparse.Namespace, config: Config) -> int:
+    _note_missing_charts()
+    from voicecli.bench.llm import run
+
+    return run(args, config)
+
+
+def _run_endpointing(args: argparse.Namespace, config: Config) -> int:
+    _note_missing_charts()
+    from voicecli.bench.endpointing import run
+
+    return run(args, config)
+
+
+def _question_source(parser: argparse.ArgumentParser, default_set: str) -> None:
+    """`--set NAME` (a built-in set, voicecli/bench/question_sets.py) or `--questions DIR` (WAVs + manifest)."""
+    from voicecli.bench.question_sets import SETS
+
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--set", dest="question_set", choices=tuple(SETS), default=None,
+                        help=f"a built-in question set (default {default_set}): latency (8 espeak questions, the "
+                        "felt-latency set), quality (36 factual questions voiced by Kokoro voices and espeak-ng, "
+                        "tuned on) or holdout (20 more, never tuned on)")
+    source.add_argument("--questions", default=None, metavar="DIR",
+                        help="a folder of WAV files, one question each, optionally with a questions.json manifest "
+                        "of what each says and which answers are right (`voicecli bench questions` writes one)")
+    parser.set_defaults(default_set=default_set)
+
+
 def _outputs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR",
                         help=f"results root (default {DEFAULT_OUT}); each run goes to DIR/NAME/ and DIR/latest/")
@@ -80,7 +127,8 @@ def _rtt(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    """Add the `tts`, `e2e`, `load` and `turns` sub-commands to the `voicecli bench` parser.
+    """Add the sub-commands (`tts`, `e2e`, `load`, `turns`, `questions`, `stt`, `llm`, `endpointing`) to the
+    `voicecli bench` parser.
 
     `common` is the CLI's parent parser of global options, passed in so that bench never imports the CLI.
     """
@@ -120,11 +168,45 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
 
     text = "spoken questions into a virtual microphone, the real app answering: felt latency from the audio"
     turns = commands.add_parser("turns", parents=[common], help=text, description=text)
-    turns.add_argument("--turns", type=int, default=TURNS, help=f"questions per mode (default {TURNS}; they cycle)")
+    turns.add_argument("--turns", type=int, default=None,
+                       help=f"questions per mode, cycling through the set (default: every question once; {TURNS} "
+                       "for the latency set)")
     turns.add_argument("--modes", default=TURN_MODES, metavar="M,M",
                        help=f"modes to run, one after the other (default {TURN_MODES})")
-    turns.add_argument("--questions", default=None, metavar="DIR",
-                       help="a folder of WAV files, one question each (default: a built-in set spoken by espeak-ng, "
-                       "some with a 400-600 ms pause mid-sentence)")
+    _question_source(turns, "latency")
     _outputs(turns)
     turns.set_defaults(handler=_run_turns)
+
+    text = "voice a built-in question set (Kokoro voices through the endpoint, espeak-ng) into WAVs + questions.json"
+    questions = commands.add_parser("questions", parents=[common], help=text, description=text)
+    from voicecli.bench.question_sets import SETS
+
+    questions.add_argument("--set", dest="question_set", choices=tuple(SETS), required=True,
+                           help="which built-in set to voice")
+    questions.add_argument("--out", required=True, metavar="DIR",
+                           help="folder to write the WAVs and questions.json into (usable as --questions DIR)")
+    questions.set_defaults(handler=_run_questions)
+
+    text = "speech recognition on spoken questions: word errors vs decode time, per model and option, side by side"
+    stt = commands.add_parser("stt", parents=[common], help=text, description=text)
+    _question_source(stt, "quality")
+    stt.add_argument("--variants", default=None, metavar="V,V",
+                     help="STT variants to compare (default: all that are installed; see voicecli/bench/stt.py)")
+    _outputs(stt)
+    stt.set_defaults(handler=_run_stt)
+
+    text = "the offline LLM on the questions' text: answers right vs time to first token and sentence, side by side"
+    llm = commands.add_parser("llm", parents=[common], help=text, description=text)
+    _question_source(llm, "quality")
+    llm.add_argument("--variants", default=None, metavar="V,V",
+                     help="LLM variants to compare (default: all whose model is installed; see voicecli/bench/llm.py)")
+    _outputs(llm)
+    llm.set_defaults(handler=_run_llm)
+
+    text = "end-of-turn detectors on labelled pauses: the wait at real ends vs the rate of cutting speakers off"
+    endpointing = commands.add_parser("endpointing", parents=[common], help=text, description=text)
+    _question_source(endpointing, "endpointing")
+    endpointing.add_argument("--detectors", default=None, metavar="D,D",
+                             help="detectors to compare (default: all: silence, text, prosody, fused)")
+    _outputs(endpointing)
+    endpointing.set_defaults(handler=_run_endpointing)

@@ -11,7 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 class BenchProgress:
     """`with BenchProgress(total) as bar: bar.step("batch run 1")`; `bar.note(...)` prints a line above the bar."""
 
-    def __init__(self, total: int, title: str) -> None:
+    def __init__(self, total: int | None, title: str) -> None:
+        """`total` None: not known yet (set it with `set_total` once it is)."""
         self.console = Console(stderr=True)
         self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                   TimeElapsedColumn(), console=self.console, transient=False)
@@ -26,6 +27,9 @@ class BenchProgress:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self._progress.stop()
+
+    def set_total(self, total: int) -> None:
+        self._progress.update(self._task, total=total)
 
     def describe(self, what: str) -> None:
         self._what = what

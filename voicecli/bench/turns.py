@@ -40,11 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from voicecli.bench import TURNS
 from voicecli.bench.audio_marks import AUDIBLE_DBFS, first_audible, sound_span
 from voicecli.bench.charts import waterfall_chart
 from voicecli.bench.machine import finish_machine_info, machine_info
 from voicecli.bench.progress import BenchProgress
-from voicecli.bench.questions import Question, built_in, from_directory
+from voicecli.bench.questions import Question, voiced_questions
 from voicecli.bench.report import (
     BenchResult,
     Metric,
@@ -171,6 +172,7 @@ class Observation:
             "reference_words": scored.reference_words,
             "answer_right": scored.answer_right,
             "question_pauses_ms": [round(p) for p in self.question.pauses_ms],
+            "voicing": self.question.voicing,
             "question_voiced_s_file": round(self.question.voiced_end_s - self.question.voiced_start_s, 3),
             "question_voiced_s_heard": heard,
             "missed": not self.transcripts,
@@ -398,6 +400,14 @@ def _scores(samples: list[Sample]) -> dict[str, Any]:
     }
 
 
+def voiced_by(voicing: dict[str, Any]) -> str:
+    """A built-in question's voicing in a few words ("am_michael 1.15x, noise 20 dB"); "–" for a user's file."""
+    if not voicing:
+        return "–"
+    noise = f", noise {voicing['noise_snr_db']:g} dB" if voicing.get("noise_snr_db") is not None else ""
+    return f"{voicing['voice']} {voicing['speed']:g}x{noise}"
+
+
 def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
 
@@ -432,16 +442,17 @@ def render_markdown(result: BenchResult) -> str:
     lines += ["", "Timeline marks are the app's own (ms after its detected speech end, medians). Transcript WER: word "
               "errors over the questions' words, after case, punctuation and number words are normalised; an answer is "
               "right when it holds one of the question's accepted answers (voicecli/bench/scoring.py).", "",
-              "| mode | # | question | heard as | word errors | answer | right | felt ms | first_audio_played ms | "
-              "premature |",
-              "|---|---:|---|---|---:|---|---|---:|---:|---|"]
+              "| mode | # | question | voiced by | heard as | word errors | answer | right | felt ms | "
+              "first_audio_played ms | premature |",
+              "|---|---:|---|---|---|---:|---|---|---:|---:|---|"]
     for sample in result.samples:
         detail = sample.detail
         right = {True: "yes", False: "no", None: "–"}[detail.get("answer_right")]
         errors = detail.get("word_errors")
         answer = " / ".join(detail["answers"]).replace("|", "/").replace("\n", " ")
         lines.append(f"| {sample.variant} | {sample.run + 1} | {detail['question_text'] or detail['question']} | "
-                     f"{' / '.join(detail['transcripts']) or '(nothing)'} | {'–' if errors is None else errors} | "
+                     f"{voiced_by(detail.get('voicing') or {})} | {' / '.join(detail['transcripts']) or '(nothing)'} | "
+                     f"{'–' if errors is None else errors} | "
                      f"{answer[:120] or '(none)'} | {right} | {_ms(sample.metrics[FELT.key])} | "
                      f"{_ms(sample.metrics['mark_first_audio_played'])} | {'; '.join(detail['premature']) or 'no'} |")
     lines += ["", *[f"- {note}" for note in result.notes], "", "![turn waterfall](turn_waterfall.png)", ""]
@@ -482,15 +493,16 @@ def build_result(name: str, samples: list[Sample], config: Config, modes: list[s
 
 async def _bench(args: argparse.Namespace, config: Config, modes: list[str]) -> BenchResult:
     with tempfile.TemporaryDirectory(prefix="voicecli-turns-") as tmp, \
-            BenchProgress(args.turns * len(modes), "bench turns") as bar:
+            BenchProgress(None, "bench turns") as bar:
         work = Path(tmp)
-        bar.describe("preparing questions")
-        if args.questions is not None:
-            questions, source = from_directory(Path(args.questions), work / "questions"), str(args.questions)
-        else:
-            questions, source = built_in(work / "questions"), "built-in, espeak-ng"
         target = await resolve_target(config, bar.note)
         try:
+            bar.describe("preparing questions")
+            questions, source = await voiced_questions(args, work / "questions", config, bar.describe, target.url,
+                                                       limit=args.turns)
+            turns = args.turns or (TURNS if (args.question_set or args.default_set) == "latency" and
+                                   args.questions is None else len(questions))
+            bar.set_total(turns * len(modes))
             stats = await endpoint_stats(target)
             machine = machine_info(stats)
             samples: list[Sample] = []
@@ -499,21 +511,21 @@ async def _bench(args: argparse.Namespace, config: Config, modes: list[str]) -> 
                     for mode in modes:
                         command = app_command(config, target, mode, getattr(args, "config", None))
                         observations = await asyncio.to_thread(run_mode, pulse, command, mode, questions,
-                                                               args.turns, work, bar)
+                                                               turns, work, bar)
                         samples += [o.sample() for o in observations]
             except PulseUnavailable as exc:
                 raise BenchError(f"bench turns needs a PulseAudio daemon of its own: {exc}") from exc
             finish_machine_info(machine)
         finally:
             target.close()
-    return build_result(args.name or default_name("turns"), samples, config, modes, args.turns, questions, source,
+    return build_result(args.name or default_name("turns"), samples, config, modes, turns, questions, source,
                         machine, target)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
     from voicecli.tts.local_endpoint import EndpointStartError
 
-    if args.turns < 1:
+    if args.turns is not None and args.turns < 1:
         raise UserError("--turns must be at least 1")
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
