@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from voicecli import __version__
-from voicecli.config import Config, ConfigError
+from voicecli.config import CONSTRAINTS, Choice, Config, ConfigError
 from voicecli.errors import UserError
 from voicecli.logs import add_log_options, configure_logging, default_log_file
 
@@ -27,6 +27,10 @@ def global_options() -> argparse.ArgumentParser:
                         help="TTS endpoint: local (default), sagemaker, or a ws:// / http:// URL")
     parent.add_argument("--llm", default=argparse.SUPPRESS, choices=("local", "bedrock", "openai"),
                         help="LLM backend (default: local)")
+    parent.add_argument("--llm-model", default=argparse.SUPPRESS, metavar="NAME",
+                        choices=_local_llm_models(),
+                        help="the local LLM backend's model (llm.local.model): "
+                        + ", ".join(_local_llm_models()))
     parent.add_argument("--config", default=argparse.SUPPRESS, type=Path, metavar="PATH",
                         help="config file to use instead of ~/.config/voicecli/config.toml")
     parent.add_argument("--models-dir", default=argparse.SUPPRESS, type=Path, metavar="DIR",
@@ -261,6 +265,13 @@ def _add_chat_options(chat: argparse.ArgumentParser) -> None:
     chat.set_defaults(handler=_cmd_chat)
 
 
+def _local_llm_models() -> tuple[str, ...]:
+    """llm.local.model's choices, as config checks them."""
+    choice = CONSTRAINTS["llm.local.model"]
+    assert isinstance(choice, Choice)
+    return choice.options
+
+
 def _model_names() -> list[str]:
     from voicecli.models.catalog import MODELS
 
@@ -273,6 +284,7 @@ def _flags(args: argparse.Namespace) -> dict[str, str | int | float | bool | Non
     return {
         "endpoint.target": ns.get("endpoint"),
         "llm.backend": ns.get("llm"),
+        "llm.local.model": ns.get("llm_model"),
         "models.dir": str(ns["models_dir"]) if ns.get("models_dir") else None,
         "tts.mode": ns.get("mode"),
         "tts.voice": ns.get("voice"),

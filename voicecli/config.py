@@ -113,7 +113,9 @@ CONSTRAINTS: dict[str, Constraint] = {
     "llm.max_tokens": Range(1, 8192),
     "llm.temperature": Range(0.0, 2.0),
     "llm.history_turns": Range(0, 100),
+    "llm.local.model": Choice(("smollm2", "gemma3-270m")),
     "llm.local.threads": Range(1, 64),
+    "llm.local.history_turns": Range(0, 100),
     "llm.local.context_tokens": Range(256, 32768),
     "stt.beam_size": Range(1, 10),
     "stt.device": Choice(("cpu", "cuda", "auto")),
@@ -286,7 +288,13 @@ class LlmLocalSettings:
     """[llm.local]: the embedded model's settings, taken as they are by `LocalLLM` (with the app's models
     directory, which is not an [llm] setting)."""
 
+    model: str
+    """The catalog model to load (voicecli/llm/local.py LOCAL_MODELS), unless model_file names a file."""
     model_file: str
+    few_shot: bool
+    """Show a chat model the built-in example turns (voicecli/llm/local.py FEW_SHOT); a base model always gets them."""
+    history_turns: int
+    """The embedded model's own bound on earlier exchanges kept as context (voicecli.llm.context_turns)."""
     threads: int
     context_tokens: int
 
@@ -316,6 +324,7 @@ class SttSettings:
     language: str
     threads: int
     window_s: float
+    initial_prompt: str
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from voicecli.listen.transcription import (
     Transcript,
     TurnTranscriber,
     WhisperModelMissing,
+    drop_repeats,
     normalise,
     whisper_model_dir,
 )
@@ -208,3 +209,64 @@ async def test_short_window_hears_the_same_words_and_long_turns_take_the_standar
     assert transcriber._transcribe_short(long_audio) is None
     whole = await transcriber.transcribe(long_audio)
     assert normalise(whole.text).split().count("spider") == 2, whole.text
+
+
+class _Recorder:
+    """Stands in for the CTranslate2 Whisper model: records the prompts of generate() and delegates everything."""
+
+    def __init__(self, model: object) -> None:
+        self._model = model
+        self.prompts: list[list[int]] = []
+
+    def generate(self, features: object, prompts: list[list[int]], **options: object) -> object:
+        self.prompts.extend(list(p) for p in prompts)
+        return self._model.generate(features, prompts, **options)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._model, name)
+
+
+def test_prompt_is_the_initial_prompt_then_the_context() -> None:
+    transcriber = Transcriber.__new__(Transcriber)
+    transcriber.initial_prompt = " A question to a voice assistant. "
+    assert transcriber.prompt_for() == "A question to a voice assistant."
+    assert transcriber.prompt_for("The capital of France is Paris.") == (
+        "A question to a voice assistant. The capital of France is Paris.")
+    transcriber.initial_prompt = ""
+    assert transcriber.prompt_for("  ") == "" and transcriber.prompt_for("Paris.") == "Paris."
+
+
+@pytest.mark.slow
+async def test_initial_prompt_reaches_the_decoder_and_keeps_the_words(
+    transcriber: Transcriber, prompt: tuple[Path, Audio], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prompt goes before the start-of-transcript sequence after <|startofprev|>, on the short-window path and
+    on the standard one, and the known espeak question is still heard right with it."""
+    from faster_whisper.tokenizer import Tokenizer
+
+    recorder = _Recorder(transcriber._model.model)
+    monkeypatch.setattr(transcriber._model, "model", recorder)
+    monkeypatch.setattr(transcriber, "initial_prompt", "A question to a voice assistant.")
+    tokenizer = Tokenizer(transcriber._model.hf_tokenizer, False, task="transcribe", language="en")
+    expected = [tokenizer.sot_prev, *tokenizer.encode(" A question to a voice assistant. About animals."),
+                *tokenizer.sot_sequence]
+    audio = np.concatenate([silence(0.3), prompt[1], silence(0.3)])
+    for window_s in (10.0, 0.0):  # the short window, then Whisper's standard 30 s path
+        monkeypatch.setattr(transcriber, "window_s", window_s)
+        recorder.prompts.clear()
+        heard = await transcriber.transcribe(audio, context="About animals.")
+        assert has_key_words(heard), (window_s, heard.text)
+        assert recorder.prompts and recorder.prompts[0][: len(expected)] == expected, window_s
+    monkeypatch.setattr(transcriber, "window_s", 10.0)
+    recorder.prompts.clear()
+    monkeypatch.setattr(transcriber, "initial_prompt", "")
+    plain = await transcriber.transcribe(audio)
+    assert recorder.prompts[0][0] != tokenizer.sot_prev and has_key_words(plain), plain.text
+
+
+def test_a_sentence_repeated_whole_is_heard_once() -> None:
+    assert drop_repeats("What do bees make? What do bees make?") == "What do bees make?"
+    assert drop_repeats(" What color are ripe bananas? what color are ripe bananas. ") == "What color are ripe bananas?"
+    assert drop_repeats("No. No. Really?") == "No. No. Really?"  # short sentences are said twice
+    assert drop_repeats("Hello there. Hello there, friend.") == "Hello there. Hello there, friend."
+    assert drop_repeats("") == "" and drop_repeats("What is 2 + 2?") == "What is 2 + 2?"

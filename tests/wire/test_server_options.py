@@ -24,7 +24,7 @@ from voicecli.cli import build_parser
 from voicecli.config import Config
 from voicecli.wire.server_options import ServerOptions, add_server_options, resolve
 
-CLIENT_ONLY = {"--endpoint", "--llm", "--config", "--input-device", "--output-device"}
+CLIENT_ONLY = {"--endpoint", "--llm", "--llm-model", "--config", "--input-device", "--output-device"}
 """voicecli's global options that mean nothing to a server."""
 
 

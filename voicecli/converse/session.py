@@ -13,7 +13,7 @@ from pathlib import Path
 
 from voicecli.config import Config
 from voicecli.converse.pipeline import PipelineEvent, PipelineSettings, VoicePipeline
-from voicecli.llm import LLM, LLMError, create_llm
+from voicecli.llm import LLM, LLMError, context_turns, create_llm
 from voicecli.llm.history import Conversation
 from voicecli.playback.sinks import AudioSink
 from voicecli.playback.speaker import open_sink
@@ -161,7 +161,7 @@ async def open_session(
         load = getattr(llm, "load", None)  # embedded models load up front so the first answer does not wait
         if load is not None:
             await load()
-        history = Conversation(max_turns=config.llm.history_turns)
+        history = Conversation(max_turns=context_turns(config.llm))
         pipeline = VoicePipeline(llm, opened.by_mode, sink, pipeline_settings(config), history, on_event)
         return Session(config, pipeline, opened.label, opened.local, opened.by_mode, stack.pop_all())
     raise AssertionError("unreachable")  # mypy: the stack above never swallows an exception

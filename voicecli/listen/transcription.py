@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from voicecli.listen.endpointing import SpeechEnded, SpeechPaused, SpeechResumed
 
 Audio = NDArray[np.float32]
 _MODEL_FILES = ("model.bin", "config.json", "tokenizer.json")
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 
 
 class WhisperModelMissing(FileNotFoundError):
@@ -77,6 +79,21 @@ class Transcript:
     """True when this result was decoded at SpeechPaused, before the turn ended."""
 
 
+def drop_repeats(text: str) -> str:
+    """`text` without a sentence that repeats the one before it word for word ("What do bees make? What do bees
+    make?" -> "What do bees make?"). Whisper pads a short utterance's leftover window this way: measured on the
+    quality question set (`voicecli bench stt`), tiny.en in the short window repeated 1-4 of 36 questions whole,
+    base with a prompt none; a person does not ask the same sentence twice in one breath. Sentences of one or two
+    words are left alone ("No. No.")."""
+    sentences = [part.strip() for part in _SENTENCE_END.split(text.strip()) if part.strip()]
+    kept: list[str] = []
+    for sentence in sentences:
+        words = normalise(sentence).split()
+        if not kept or len(words) < 3 or words != normalise(kept[-1]).split():  # "No. No." is said, and kept
+            kept.append(sentence)
+    return " ".join(kept) if len(kept) < len(sentences) else text.strip()
+
+
 def normalise(text: str) -> str:
     """Lower case, punctuation dropped, single spaces: for comparing transcripts with expected words."""
     kept = "".join(ch.lower() if ch.isalnum() or ch == "'" else " " for ch in text)
@@ -97,6 +114,7 @@ class Transcriber:
         *,
         models_dir: Path | None = None,
         window_s: float = 10.0,
+        initial_prompt: str = "",
     ) -> None:
         if models_dir is None:
             from voicecli.paths import default_models_dir
@@ -112,19 +130,27 @@ class Transcriber:
         )
         self.window_s = window_s
         """Encoder window for short utterances in seconds (0: always Whisper's standard 30 s)."""
+        self.initial_prompt = initial_prompt
+        """Text every decode is conditioned on (Whisper's previous-text prompt); "" for none."""
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisper")
 
-    def transcribe_sync(self, audio16k: Audio, speculative: bool = False) -> Transcript:
-        """Decode one utterance (16 kHz mono float32) on the calling thread."""
+    def prompt_for(self, context: str = "") -> str:
+        """The decoder prompt: the configured initial prompt, then `context` (e.g. the conversation's last words)."""
+        return " ".join(part.strip() for part in (self.initial_prompt, context) if part.strip())
+
+    def transcribe_sync(self, audio16k: Audio, speculative: bool = False, context: str = "") -> Transcript:
+        """Decode one utterance (16 kHz mono float32) on the calling thread; `context`: text said before it, which
+        the decoder is conditioned on after the initial prompt (see prompt_for)."""
+        prompt = self.prompt_for(context)
         samples = np.ascontiguousarray(np.asarray(audio16k, dtype=np.float32).reshape(-1))
         started = time.monotonic()
         if len(samples) == 0:
             return Transcript("", 0.0, 0.0, self.language or "", started, started, speculative)
-        short = self._transcribe_short(samples)
+        short = self._transcribe_short(samples, prompt)
         if short is not None:
             finished = time.monotonic()
-            return Transcript(short, finished - started, len(samples) / SPEECH_RATE, self.language or "en", started,
-                              finished, speculative)
+            return Transcript(drop_repeats(short), finished - started, len(samples) / SPEECH_RATE,
+                              self.language or "en", started, finished, speculative)
         segments, info = self._model.transcribe(
             samples,
             language=self.language,  # ignored by English-only models; None lets a multilingual one detect
@@ -136,21 +162,23 @@ class Transcriber:
             condition_on_previous_text=False,
             without_timestamps=True,
             vad_filter=False,  # the endpointer already cut the utterance
+            initial_prompt=prompt or None,
         )
-        text = " ".join(segment.text.strip() for segment in segments).strip()
+        text = drop_repeats(" ".join(segment.text.strip() for segment in segments))
         finished = time.monotonic()
         return Transcript(
             text, finished - started, len(samples) / SPEECH_RATE, str(info.language), started, finished, speculative
         )
 
-    def _transcribe_short(self, samples: Audio) -> str | None:
+    def _transcribe_short(self, samples: Audio, prompt_text: str = "") -> str | None:
         """Decode an utterance that fits `window_s` with the encoder input cut to that window (see the module
         docstring); None when it does not apply. Same decoding options as the standard path: beam search at
         temperature 0, Whisper's non-speech tokens suppressed, no timestamps, and faster-whisper's rule that a
         window the model thinks is silence (no-speech probability > 0.6 and average log-probability < -1) is empty.
         One rule is added: a no-speech probability above 0.9 is empty whatever the score, because in the short
         window pure silence decodes to a confident "you" (seen: 0.99 / -0.65) where the standard path gave nothing;
-        espeak questions measured 0.06-0.33.
+        espeak questions measured 0.06-0.33. A prompt goes where Whisper (and the standard path) puts previous text:
+        <|startofprev|> and its tokens (at most half the context) before the start-of-transcript sequence.
         """
         from faster_whisper.tokenizer import Tokenizer
         from faster_whisper.transcribe import get_suppressed_tokens
@@ -168,7 +196,9 @@ class Transcriber:
         window = np.ascontiguousarray(model.feature_extractor(padded)[:, :frames], dtype=np.float32)
         tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual, task="transcribe",
                               language=self.language if model.model.is_multilingual else "en")
-        prompt = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+        previous = tokenizer.encode(" " + prompt_text.strip())[-(model.max_length // 2 - 1):] if prompt_text else []
+        prompt = [*([tokenizer.sot_prev, *previous] if previous else []), *tokenizer.sot_sequence,
+                  tokenizer.no_timestamps]
         result = model.model.generate(
             model.encode(window), [prompt], beam_size=self.beam_size, max_length=model.max_length,
             return_scores=True, return_no_speech_prob=True, suppress_blank=True,
@@ -180,14 +210,14 @@ class Transcriber:
             return ""
         return str(tokenizer.decode(tokens)).strip()
 
-    async def transcribe(self, audio16k: Audio, speculative: bool = False) -> Transcript:
+    async def transcribe(self, audio16k: Audio, speculative: bool = False, context: str = "") -> Transcript:
         """Decode one utterance on the Whisper worker thread, leaving the event loop free."""
-        return await self.submit(audio16k, speculative)
+        return await self.submit(audio16k, speculative, context)
 
-    def submit(self, audio16k: Audio, speculative: bool = False) -> asyncio.Future[Transcript]:
+    def submit(self, audio16k: Audio, speculative: bool = False, context: str = "") -> asyncio.Future[Transcript]:
         """Queue a decode on the worker thread now; await the returned future for the result."""
         loop = asyncio.get_running_loop()
-        return loop.run_in_executor(self._executor, self.transcribe_sync, audio16k, speculative)
+        return loop.run_in_executor(self._executor, self.transcribe_sync, audio16k, speculative, context)
 
     def warm_up(self) -> None:
         """Decode one second of silence: the first decode pays one-off setup that should not land on a user's turn."""
@@ -208,6 +238,7 @@ def transcriber_from_config(config: Config) -> Transcriber:
         language=config.stt.language or None,
         models_dir=config.models_dir,
         window_s=config.stt.window_s,
+        initial_prompt=config.stt.initial_prompt,
     )
 
 

@@ -3,6 +3,15 @@
 llama.cpp generation is blocking, so it runs in a worker thread (see `threaded`) and checks the stop flag between
 tokens: a barge-in stops it within one token. llama_cpp is imported only when the model is first loaded, so the
 other backends work without the optional `local-llm` extra installed.
+
+Two kinds of model, told apart by the GGUF itself (see `LocalLLM.chat`):
+- an instruct model whose GGUF carries a chat template (SmolLM2-135M-Instruct) gets the conversation as chat
+  messages, formatted by that template;
+- a base model (Gemma 3 270M as published in registry packages: no chat template, never tuned to follow
+  instructions) gets a plain-text completion prompt: the system prompt, then question/answer pairs, ending with
+  "Answer:". A base model only continues text, so a chat template it never saw would make it continue the
+  template's markup; a Q/A transcript is text it has seen countless times, and the examples (FEW_SHOT) show it the
+  length and tone wanted. Its answer ends at the end of the line (the next line would be the next question).
 """
 
 from __future__ import annotations
@@ -30,15 +39,67 @@ from voicecli.llm.base import (
 )
 from voicecli.llm.threaded import Emit, ThreadedStreams
 
-DEFAULT_MODEL_FILE = Path("smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf"
-_INSTALL_MODEL = "install it with `voicecli models install --only smollm2`, or point llm.local.model_file at a GGUF"
+LOCAL_MODELS: dict[str, Path] = {
+    "smollm2": Path("smollm2") / "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "gemma3-270m": Path("gemma3-270m") / "gemma-3-270m-q4_k_m.gguf",
+}
+"""llm.local.model's choices: the model catalog's name (voicecli/models/catalog.py, `voicecli models install --only
+NAME`) -> its GGUF under the models directory. config.py's choice list and the catalog are held equal to it by
+tests (this layer does not import the catalog)."""
+DEFAULT_MODEL_FILE = LOCAL_MODELS["smollm2"]
 _FINISH_REASONS = {"stop": END_TURN, "length": MAX_TOKENS, "content_filter": CONTENT_FILTERED}
+
+FEW_SHOT: tuple[tuple[str, str], ...] = (
+    ("What is the capital of Australia?", "The capital of Australia is Canberra."),
+    ("What is the chemical symbol for gold?", "The chemical symbol for gold is Au."),
+    ("What is nine plus five?", "Nine plus five is 14."),
+    ("What did I eat for breakfast today?", "I don't know."),
+)
+"""Example turns shown before the conversation (always to a base model, to a chat model with llm.local.few_shot):
+generic questions of the kind a voice assistant hears, each answered in one short sentence that states the fact,
+and one the assistant cannot know, answered "I don't know." They are not (and must not be) questions of the bench
+sets (voicecli/bench/question_sets.py), whose answers would otherwise be given away."""
+COMPLETION_QUESTION = "Question: "
+COMPLETION_ANSWER = "Answer:"
+COMPLETION_STOP = ["\n"]
+"""A base model's answer is one line: the next line would be the next question it invents."""
+
+
+def _install_advice(settings: LlmLocalSettings) -> str:
+    return (f"install it with `voicecli models install --only {settings.model}`, or point llm.local.model_file at "
+            "a GGUF")
 
 
 def local_model_path(settings: LlmLocalSettings, models_dir: Path) -> Path:
-    """The GGUF the embedded backend loads: llm.local.model_file (a relative path is under `models_dir`), or
-    DEFAULT_MODEL_FILE under `models_dir` when that setting is empty."""
-    return models_dir / (Path(settings.model_file).expanduser() if settings.model_file else DEFAULT_MODEL_FILE)
+    """The GGUF the embedded backend loads: llm.local.model_file (a relative path is under `models_dir`), or the
+    file of the catalog model llm.local.model names, under `models_dir`, when that setting is empty."""
+    if settings.model_file:
+        return models_dir / Path(settings.model_file).expanduser()
+    return models_dir / LOCAL_MODELS[settings.model]
+
+
+def completion_prompt(messages: list[ChatMessage], system: str, examples: tuple[tuple[str, str], ...]) -> str:
+    """A base model's prompt: the system prompt, the example Q/A pairs and the conversation as one Q/A transcript,
+    ending where the answer to the last user message begins (see the module docstring)."""
+    blocks = [system.strip()] if system.strip() else []
+    pairs: list[str] = [f"{COMPLETION_QUESTION}{q}\n{COMPLETION_ANSWER} {a}" for q, a in examples]
+    for message in messages:
+        text = " ".join(message.content.split())  # one line each: a newline ends an answer
+        if message.role == "user":
+            pairs.append(f"{COMPLETION_QUESTION}{text}\n{COMPLETION_ANSWER}")
+        elif pairs and pairs[-1].endswith(COMPLETION_ANSWER):
+            pairs[-1] += f" {text}"
+    blocks.extend(pairs)
+    return "\n\n".join(blocks)
+
+
+def chat_messages(messages: list[ChatMessage], system: str,
+                  examples: tuple[tuple[str, str], ...]) -> list[dict[str, str]]:
+    """A chat model's messages: the system prompt, the example turns, then the conversation."""
+    wire = [{"role": "system", "content": system}] if system else []
+    for question, answer in examples:
+        wire += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    return wire + [{"role": m.role, "content": m.content} for m in messages]
 
 
 class LocalLLM:
@@ -50,8 +111,10 @@ class LocalLLM:
         self.settings = settings
         self.model_path = local_model_path(settings, models_dir)
         if not self.model_path.is_file():
-            raise LLMModelUnavailable(f"the local model file {self.model_path} is missing", _INSTALL_MODEL)
+            raise LLMModelUnavailable(f"the local model file {self.model_path} is missing",
+                                      _install_advice(settings))
         self._llama: Any = None
+        self._chat = True
         self._lock = threading.Lock()  # a llama.cpp context runs one generation at a time
         self._streams = ThreadedStreams("local-llm")
         self._go = threading.Event()
@@ -104,9 +167,16 @@ class LocalLLM:
             except (ValueError, RuntimeError, OSError) as exc:
                 raise LLMModelUnavailable(
                     f"llama.cpp could not load {self.model_path} ({exc})",
-                    "the file may be damaged or not a GGUF chat model: " + _INSTALL_MODEL,
+                    "the file may be damaged or not a GGUF model: " + _install_advice(self.settings),
                 ) from exc
+            self._chat = bool(self._llama.metadata.get("tokenizer.chat_template"))
         return self._llama
+
+    @property
+    def chat(self) -> bool:
+        """Whether the loaded model gets chat messages (its GGUF has a chat template) or, a base model, a completion
+        prompt (see the module docstring). True until the model is loaded."""
+        return self._chat
 
     async def load(self) -> None:
         """Load the model now (off the event loop) so the first answer does not pay for it."""
@@ -119,9 +189,7 @@ class LocalLLM:
     async def stream(
         self, messages: list[ChatMessage], *, system: str, max_tokens: int, temperature: float
     ) -> AsyncGenerator[StreamEvent, None]:
-        wire = [{"role": "system", "content": system}] if system else []
-        wire += [{"role": m.role, "content": m.content} for m in messages]
-        generation = _Generation(self, wire, max_tokens, temperature)
+        generation = _Generation(self, messages, system, max_tokens, temperature)
         async with aclosing(self._streams.stream(generation)) as events:
             async for event in events:
                 yield event
@@ -140,29 +208,47 @@ class LocalLLM:
 class _Generation:
     """One answer, generated token by token in the worker thread."""
 
-    def __init__(self, owner: LocalLLM, wire: list[dict[str, str]], max_tokens: int, temperature: float) -> None:
+    def __init__(self, owner: LocalLLM, messages: list[ChatMessage], system: str, max_tokens: int,
+                 temperature: float) -> None:
         self._owner = owner
-        self._wire = wire
+        self._messages = messages
+        self._system = system
         self._max_tokens = max_tokens
         self._temperature = temperature
+
+    def _start(self, llama: Any) -> Any:
+        """llama.cpp's chunk iterator for this answer, in the form the loaded model takes (see `LocalLLM.chat`)."""
+        if self._owner.chat:
+            examples = FEW_SHOT if self._owner.settings.few_shot else ()
+            wire = chat_messages(self._messages, self._system, examples)
+            return llama.create_chat_completion(
+                messages=wire, max_tokens=self._max_tokens, temperature=self._temperature, stream=True
+            )
+        prompt = completion_prompt(self._messages, self._system, FEW_SHOT)
+        return llama.create_completion(
+            prompt=prompt, max_tokens=self._max_tokens, temperature=self._temperature, stop=COMPLETION_STOP,
+            stream=True,
+        )
 
     def run(self, emit: Emit, stop: threading.Event) -> None:
         with self._owner._lock:
             llama = self._owner._load_locked()
             if stop.is_set():
                 return
-            chunks = llama.create_chat_completion(
-                messages=self._wire, max_tokens=self._max_tokens, temperature=self._temperature, stream=True
-            )
+            chat = self._owner.chat
             finish: str | None = None
             pieces = 0
+            chunks: Any = None
             try:
+                chunks = self._start(llama)
                 for chunk in chunks:
                     self._owner._wait_if_paused(stop)
                     if stop.is_set():
                         return
                     choice = chunk["choices"][0]
-                    text = choice.get("delta", {}).get("content")
+                    text = choice.get("delta", {}).get("content") if chat else choice.get("text")
+                    if text and not pieces:
+                        text = text.lstrip()  # a completion's answer starts after "Answer:" with a space
                     if text:
                         pieces += 1
                         emit(TextDelta(text))
@@ -173,7 +259,8 @@ class _Generation:
                     "raise llm.local.context_tokens or lower llm.history_turns",
                 ) from exc
             finally:
-                chunks.close()
+                if chunks is not None:
+                    chunks.close()
         # llama.cpp streams one chunk per token (rarely fewer, when a multi-byte character spans tokens).
         emit(StreamEnd(_FINISH_REASONS.get(finish or "stop", finish or END_TURN), None, pieces))
 

