@@ -22,10 +22,10 @@ from voicecli.bench.questions import (
     NOISE_SNR_DB,
     SEGMENT,
     VOICES,
-    _kokoro,
     add_noise,
     built_in,
     from_directory,
+    kokoro_speech,
     voice_set,
     voicing_for,
     write_manifest,
@@ -160,12 +160,12 @@ def test_noise_is_added_at_the_stated_snr_over_the_speech() -> None:
 
 
 def test_kokoro_voicing_goes_through_the_endpoint_and_a_refusal_is_clear(fake_endpoint: InProcessEndpoint) -> None:
-    audio, rate = _kokoro("What is the capital of Spain?", "am_michael", 1.1, fake_endpoint.http_url, "")
+    audio, rate = kokoro_speech("What is the capital of Spain?", "am_michael", 1.1, fake_endpoint.http_url, "")
     assert rate == 24_000 and len(audio) > rate // 4 and float(np.max(np.abs(audio))) > 0.01
     with pytest.raises(BenchError, match=r"refused to voice .* with zz_nobody: 400"):
-        _kokoro("Hello there.", "zz_nobody", 1.0, fake_endpoint.http_url, "")
+        kokoro_speech("Hello there.", "zz_nobody", 1.0, fake_endpoint.http_url, "")
     with pytest.raises(BenchError, match="did not voice"):
-        _kokoro("Hello there.", "am_michael", 1.0, "http://127.0.0.1:9", "")
+        kokoro_speech("Hello there.", "am_michael", 1.0, "http://127.0.0.1:9", "")
 
 
 @needs_espeak

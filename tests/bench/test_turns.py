@@ -57,8 +57,8 @@ def observed(transcripts: list[str], question_end: float = 10.0, answer_start: f
     for index, text in enumerate(transcripts):
         obs.take(started_line(text), 12.0 + index)
         obs.take("a line that is not JSON is ignored", 12.5 + index)
-        obs.take(timeline_line(10.0, {"transcript_ready": 700.0, "first_audio_played": 1100.0}, speculations,
-                               underruns), 13.0 + index)
+        obs.take(timeline_line(10.0, {"transcript_ready": 700.0, "turn_confirmed": 650.0 + 100 * index,
+                                      "first_audio_played": 1100.0}, speculations, underruns), 13.0 + index)
     obs.question_start, obs.question_end, obs.answer_start = 8.0, question_end, answer_start
     return obs
 
@@ -125,7 +125,10 @@ def test_summary_by_mode_report_and_waterfall(tmp_path: Path) -> None:
     assert bidi["felt_latency_p95_ms"] == pytest.approx(1270.0)
     assert bidi["speculations_cancelled"] == 0
     assert bidi["underruns"] == 3 and bidi["answers_with_underruns"] == 1  # the speaker ran dry inside one answer
-    assert bidi["timeline_marks_p50_ms"] == {"transcript_ready": 700.0, "first_audio_played": 1100.0}
+    assert bidi["timeline_marks_p50_ms"] == {"transcript_ready": 700.0, "turn_confirmed": 650.0,
+                                             "first_audio_played": 1100.0}
+    # the end-of-turn wait: each question's first turn confirmed 650 ms after speech end
+    assert (bidi["end_of_turn_wait_p50_ms"], bidi["end_of_turn_wait_p95_ms"]) == (650.0, 650.0)
     assert by_mode["batch"]["turns"] == 0 and by_mode["batch"]["felt_latency_p50_ms"] is None
     # heard "q" three times (6 errors each), the split question right (0), the missed one not at all (6): 24 / 30
     assert bidi["transcript_wer"] == pytest.approx(0.8) and bidi["answers_scored"] == 0
@@ -134,11 +137,11 @@ def test_summary_by_mode_report_and_waterfall(tmp_path: Path) -> None:
     result.extra["summary_by_mode"] = by_mode
     assert result.to_json()["summary_by_mode"]["bidi"]["premature_answers"] == 1
     markdown = render_markdown(result)
-    assert "| bidi | 5 | 4 | 1,050 | 1,270 | 1 | 0 | 1 | 80.0% | – |" in markdown
+    assert "| bidi | 5 | 4 | 1,050 | 1,270 | 650 / 650 | 1 | 0 | 1 | 80.0% | – |" in markdown
     assert "split into 2 turns" in markdown and "(nothing)" in markdown
     (chart,) = charts(result, tmp_path)
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert set(STAGES) >= set(bidi["timeline_marks_p50_ms"])
+    assert {*STAGES, "turn_confirmed"} >= set(bidi["timeline_marks_p50_ms"])
 
 
 def test_questions_with_accepted_answers_are_scored_right_or_wrong() -> None:

@@ -171,3 +171,27 @@ def waterfall_chart(by_mode: dict[str, dict[str, Any]], stages: Sequence[str], p
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def cutoff_curve_chart(name: str, by_detector: dict[str, dict[str, Any]], targets: Sequence[float],
+                       path: Path) -> Path:
+    """End of turn (bench endpointing): per detector, the p50 wait after real ends against the rate of cutting
+    speakers off at mid-sentence silences, as steps through its best points; dotted lines at the target rates."""
+    plt = _pyplot()
+    if plt is None:
+        return path
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for detector, row in by_detector.items():
+        xs = [p["cutoff_rate"] * 100 for p in row["curve"]]
+        ys = [p["wait_p50_ms"] for p in row["curve"]]
+        ax.step(xs, ys, where="post", marker="o", markersize=3, label=detector)
+    for target in targets:
+        ax.axvline(target * 100, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("cut-off rate (% of mid-sentence silences)")
+    ax.set_ylabel("wait after the real end, p50 (ms)")
+    ax.set_title(name)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

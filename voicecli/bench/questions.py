@@ -133,7 +133,7 @@ def _question(name: str, text: str, samples: NDArray[np.float32], rate: int, pat
                     tuple(pauses_ms(samples, rate)), answers, dict(voicing or {}))
 
 
-def _espeak(text: str, work: Path, speed: float = 1.0) -> tuple[NDArray[np.float32], int]:
+def espeak_speech(text: str, work: Path, speed: float = 1.0) -> tuple[NDArray[np.float32], int]:
     import soundfile
 
     out = work / SEGMENT
@@ -147,7 +147,8 @@ def _espeak(text: str, work: Path, speed: float = 1.0) -> tuple[NDArray[np.float
     return np.asarray(data, dtype=np.float32), int(rate)
 
 
-def _kokoro(text: str, voice: str, speed: float, endpoint_url: str, token: str) -> tuple[NDArray[np.float32], int]:
+def kokoro_speech(text: str, voice: str, speed: float, endpoint_url: str,
+                  token: str) -> tuple[NDArray[np.float32], int]:
     """`text` spoken by the endpoint, as 16-bit PCM (one POST /invocations, the protocol's own request body)."""
     import httpx
 
@@ -195,11 +196,11 @@ def _spoken(spec: QuestionSpec, voicing: Voicing, pauses: tuple[float, ...], pau
     rate = 0
     for position, text in enumerate(spec.segments):
         if voicing.voice == ESPEAK:
-            audio, rate = _espeak(text, work, voicing.speed)
+            audio, rate = espeak_speech(text, work, voicing.speed)
         else:
             if endpoint_url is None:
                 raise BenchError("voicing with Kokoro needs the endpoint's URL")
-            audio, rate = _kokoro(text, voicing.voice, voicing.speed, endpoint_url, token)
+            audio, rate = kokoro_speech(text, voicing.voice, voicing.speed, endpoint_url, token)
         if position > 0:
             parts.append(np.zeros(round(rate * pauses[pause_index % len(pauses)] / 1000), dtype=np.float32))
             pause_index += 1

@@ -69,7 +69,9 @@ BASELINE = "batch"
 STAGES: tuple[str, ...] = ("transcript_ready", "llm_first_token", "first_sentence_ready", "tts_first_request_sent",
                            "first_audio_byte", "first_audio_played")
 """The timeline marks of the waterfall: each turn's path from speech end to its first sample handed to PortAudio."""
-MARKS: tuple[str, ...] = (*STAGES, "llm_done", "turn_done")
+MARKS: tuple[str, ...] = (*STAGES, "turn_confirmed", "llm_done", "turn_done")
+"""Every timeline mark a sample keeps; turn_confirmed - speech_end is the end-of-turn wait (how long the app took to
+decide the user had finished: the silence rule, the draft's verdict, a premature split shows as a short one)."""
 FELT = Metric("felt_latency_ms", "felt latency")
 MARK_METRICS = tuple(Metric(f"mark_{m}", m) for m in MARKS)
 RECORD_RATE = 16_000
@@ -364,6 +366,7 @@ def summary_by_mode(samples: list[Sample], modes: list[str]) -> dict[str, dict[s
     for mode in modes:
         mine = [s for s in samples if s.variant == mode]
         felt = summarize(v for s in mine if (v := s.metrics.get(FELT.key)) is not None)
+        wait = summarize(v for s in mine if (v := s.metrics.get("mark_turn_confirmed")) is not None)
         marks: dict[str, float] = {}
         for mark in MARKS:
             pct = summarize(v for s in mine if (v := s.metrics.get(f"mark_{mark}")) is not None)
@@ -374,6 +377,8 @@ def summary_by_mode(samples: list[Sample], modes: list[str]) -> dict[str, dict[s
             "answered": felt.count if felt else 0,
             "felt_latency_p50_ms": None if felt is None else round(felt.p50, 1),
             "felt_latency_p95_ms": None if felt is None else round(felt.p95, 1),
+            "end_of_turn_wait_p50_ms": None if wait is None else round(wait.p50, 1),
+            "end_of_turn_wait_p95_ms": None if wait is None else round(wait.p95, 1),
             "premature_answers": sum(1 for s in mine if s.detail["premature"]),
             "missed_questions": sum(1 for s in mine if s.detail["missed"]),
             "speculations_started": sum(s.detail["speculations"]["started"] for s in mine),
@@ -426,20 +431,23 @@ def render_markdown(result: BenchResult) -> str:
         "sample on the virtual speaker (ms, from the recordings). An answer with a gap: the app's speaker ran dry "
         "while the answer was still coming (its audio arrived late).",
         "",
-        "| mode | questions | answered | felt p50 | felt p95 | premature | speculations cancelled | "
-        "answers with a gap | transcript WER | answers right | " + " | ".join(f"{m} p50" for m in STAGES) + " |",
-        "|---|" + "---:|" * (9 + len(STAGES)),
+        "| mode | questions | answered | felt p50 | felt p95 | end-of-turn wait p50 / p95 | premature | "
+        "speculations cancelled | answers with a gap | transcript WER | answers right | "
+        + " | ".join(f"{m} p50" for m in STAGES) + " |",
+        "|---|" + "---:|" * (10 + len(STAGES)),
     ]
     for mode, row in by_mode.items():
         marks = row["timeline_marks_p50_ms"]
         wer = row.get("transcript_wer")
         right = f"{row['answers_right']} / {row['answers_scored']}" if row.get("answers_scored") else "–"
         lines.append(f"| {mode} | {row['turns']} | {row['answered']} | {_ms(row['felt_latency_p50_ms'])} | "
-                     f"{_ms(row['felt_latency_p95_ms'])} | {row['premature_answers']} | "
+                     f"{_ms(row['felt_latency_p95_ms'])} | {_ms(row.get('end_of_turn_wait_p50_ms'))} / "
+                     f"{_ms(row.get('end_of_turn_wait_p95_ms'))} | {row['premature_answers']} | "
                      f"{row['speculations_cancelled']} | {row.get('answers_with_underruns', '–')} | "
                      f"{'–' if wer is None else f'{wer:.1%}'} | {right} | "
                      + " | ".join(_ms(marks.get(m)) for m in STAGES) + " |")
-    lines += ["", "Timeline marks are the app's own (ms after its detected speech end, medians). Transcript WER: word "
+    lines += ["", "Timeline marks are the app's own (ms after its detected speech end, medians); the end-of-turn wait "
+              "is turn_confirmed, when the app decided the user had finished. Transcript WER: word "
               "errors over the questions' words, after case, punctuation and number words are normalised; an answer is "
               "right when it holds one of the question's accepted answers (voicecli/bench/scoring.py).", "",
               "| mode | # | question | voiced by | heard as | word errors | answer | right | felt ms | "

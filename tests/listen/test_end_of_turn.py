@@ -1,0 +1,69 @@
+"""The fused end-of-turn policy, without models: silence + the draft's verdict + the prosody probability."""
+
+from __future__ import annotations
+
+import pytest
+
+from voicecli.listen.end_of_turn import EndOfTurnSettings, Verdict, decide, end_after_ms
+from voicecli.listen.turn_completion import Completion, classify
+
+SETTINGS = EndOfTurnSettings(agree_ms=200, one_signal_ms=600, undecided_ms=1000, hold_ms=1600, max_ms=2000,
+                             complete_probability=0.5, incomplete_probability=0.1)
+
+
+def test_agreeing_signals_end_the_turn_at_200_ms() -> None:
+    completion = classify("What is the capital of Spain?")
+    assert completion is Completion.COMPLETE
+    assert end_after_ms(completion, 0.9, SETTINGS) == 200
+    assert decide(150, completion, 0.9, SETTINGS) == Verdict(False, 50)
+    assert decide(200, completion, 0.9, SETTINGS) == Verdict(True, 0)
+
+
+@pytest.mark.parametrize("draft", ["What is the capital of", "Tell me the opposite of", "I need eggs,", "Um"])
+def test_an_unfinished_draft_holds_through_the_hesitation_whatever_the_voice(draft: str) -> None:
+    completion = classify(draft)
+    assert completion is Completion.INCOMPLETE
+    assert end_after_ms(completion, 0.99, SETTINGS) == 1600
+    assert not decide(1000, completion, 0.99, SETTINGS).end
+
+
+def test_an_unfinished_sounding_voice_holds_a_finished_looking_draft() -> None:
+    # Whisper punctuates "what is the capital" as a question: the voice still says more is coming.
+    assert end_after_ms(Completion.COMPLETE, 0.05, SETTINGS) == 1600
+
+
+def test_one_signal_alone_waits_longer_than_two_agreeing() -> None:
+    assert end_after_ms(Completion.COMPLETE, 0.3, SETTINGS) == 600  # voice undecided
+    assert end_after_ms(Completion.UNSURE, 0.8, SETTINGS) == 600  # text undecided
+    assert end_after_ms(Completion.UNSURE, 0.3, SETTINGS) == 1000  # neither
+
+
+def test_a_missing_signal_counts_as_undecided() -> None:
+    assert end_after_ms(None, 0.9, SETTINGS) == 600
+    assert end_after_ms(Completion.COMPLETE, None, SETTINGS) == 600
+    assert end_after_ms(None, None, SETTINGS) == 1000
+    assert end_after_ms(Completion.INCOMPLETE, None, SETTINGS) == 1600
+
+
+def test_a_long_silence_always_ends_the_turn() -> None:
+    capped = EndOfTurnSettings(hold_ms=5000, max_ms=1800)
+    assert end_after_ms(Completion.INCOMPLETE, 0.0, capped) == 1800
+    assert decide(1800, Completion.INCOMPLETE, 0.0, capped).end
+    for completion in (*Completion, None):
+        for probability in (None, 0.0, 0.3, 1.0):
+            assert decide(SETTINGS.max_ms, completion, probability, SETTINGS).end
+
+
+def test_the_wait_only_shrinks_as_the_silence_grows() -> None:
+    waits = [decide(ms, Completion.UNSURE, 0.3, SETTINGS).wait_ms for ms in range(0, 1001, 100)]
+    assert waits == sorted(waits, reverse=True)
+    assert waits[0] == 1000 and waits[-1] == 0
+
+
+def test_defaults_are_ordered_and_validated() -> None:
+    default = EndOfTurnSettings()
+    assert default.agree_ms <= default.one_signal_ms <= default.undecided_ms <= default.hold_ms <= default.max_ms
+    with pytest.raises(ValueError):
+        EndOfTurnSettings(complete_probability=0.2, incomplete_probability=0.5)
+    with pytest.raises(ValueError):
+        EndOfTurnSettings(agree_ms=0)
