@@ -348,6 +348,7 @@ class AudioSettings:
     speculate_ms: int
     speculative_answers: bool
     transcript_aware_turn_end: bool
+    prosody_turn_end: bool
     turn_end_complete_ms: int
     turn_end_incomplete_ms: int
     echo_gate: bool

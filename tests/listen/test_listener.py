@@ -105,6 +105,43 @@ async def test_a_finished_question_is_drafted_then_confirmed_on_its_shorter_hang
     assert 0.35 <= waited < 1.0, waited  # the finished question's 400 ms, not the 1.5 s default
 
 
+class FixedProsody:
+    """Smart Turn's place in the listener, answering one fixed probability (the model itself: test_smart_turn.py)."""
+
+    def __init__(self, probability: float) -> None:
+        self.value = probability
+        self.heard: list[int] = []
+
+    def probability(self, audio16k: np.ndarray) -> float:
+        self.heard.append(len(audio16k))
+        return self.value
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("probability", "hold_ms"), [(0.9, 400), (0.01, 1100), (0.1, 700)])
+async def test_with_prosody_the_hang_over_comes_from_the_words_and_the_voice(
+    tmp_path: Path, transcriber: Transcriber, probability: float, hold_ms: int
+) -> None:
+    """A finished question (text: complete) whose voice sounds finished ends on the agreed wait, one that sounds
+    unfinished is held, one the voice is unsure of waits for one signal (voicecli.listen.end_of_turn)."""
+    from voicecli.listen.end_of_turn import EndOfTurnSettings
+
+    _, prompt = speak("How many legs does a spider have?", tmp_path)
+    events: list[ListenEvent] = []
+    fused = EndOfTurnSettings(agree_ms=400, one_signal_ms=700, undecided_ms=900, hold_ms=1100, max_ms=1500)
+    prosody = FixedProsody(probability)
+    listener = Listener(None, Endpointer(silence_ms=1500, tail_ms=120), TurnTranscriber(transcriber),  # type: ignore[arg-type]
+                        events.append, prosody=prosody, fused=fused)  # type: ignore[arg-type]
+    await feed_live(listener, np.concatenate([silence(0.5), prompt, silence(2.0)]))
+    await asyncio.sleep(0.5)
+    drafts = [e for e in events if isinstance(e, SpokenDraft)]
+    turns = [e for e in events if isinstance(e, SpokenTurn)]
+    assert len(drafts) == 1 and len(turns) == 1, events
+    assert drafts[0].hold_ms == hold_ms and prosody.heard and prosody.heard[0] > 16_000  # it heard the utterance
+    waited = turns[0].marks["turn_confirmed"] - turns[0].marks["speech_end"]
+    assert hold_ms / 1000 - 0.05 <= waited < hold_ms / 1000 + 0.5, waited
+
+
 @pytest.mark.slow
 async def test_speech_after_a_pause_withdraws_the_draft(tmp_path: Path, transcriber: Transcriber) -> None:
     _, first = speak("How many legs", tmp_path, "first")

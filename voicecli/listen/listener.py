@@ -26,6 +26,7 @@ import numpy as np
 from voicecli.audio.levels import rms_dbfs
 from voicecli.audio.rates import SPEECH_RATE
 from voicecli.config import Config
+from voicecli.listen.end_of_turn import EndOfTurnSettings, end_after_ms
 from voicecli.listen.endpointing import (
     Endpointer,
     PushToTalk,
@@ -36,8 +37,9 @@ from voicecli.listen.endpointing import (
     TurnEvent,
 )
 from voicecli.listen.microphone import AudioBlock, Microphone, NoMicrophoneError
+from voicecli.listen.smart_turn import SmartTurn, SmartTurnModelMissing
 from voicecli.listen.transcription import Transcript, TurnTranscriber, WhisperModelMissing
-from voicecli.listen.turn_completion import TurnEndPolicy
+from voicecli.listen.turn_completion import TurnEndPolicy, classify
 
 
 @dataclass(frozen=True)
@@ -120,13 +122,20 @@ class Listener:
         on_event: Callable[[ListenEvent], None],
         gate: EchoGate | None = None,
         policy: TurnEndPolicy | None = None,
+        prosody: SmartTurn | None = None,
+        fused: EndOfTurnSettings | None = None,
     ) -> None:
+        """`prosody` (with `fused`, its thresholds): also ask Smart Turn at each pause whether the voice sounds
+        finished, and choose the hang-over from the text and the voice together (voicecli.listen.end_of_turn)
+        instead of from the text alone."""
         self.microphone = microphone
         self.detector = detector
         self.transcriber = transcriber
         self._on_event = on_event
         self.gate = gate or EchoGate()
         self.policy = policy or TurnEndPolicy()
+        self.prosody = prosody
+        self.fused = fused or EndOfTurnSettings()
         self._speech_start: float | None = None
         self._draft_turn: int | None = None  # turn of the last SpokenDraft not yet withdrawn or confirmed
         self._last_level = 0.0
@@ -184,7 +193,9 @@ class Listener:
         if future is None:
             return
         if isinstance(event, SpeechPaused):
-            self._spawn(self._draft(future, event))
+            voice = None if self.prosody is None else asyncio.ensure_future(
+                asyncio.to_thread(self.prosody.probability, event.audio))
+            self._spawn(self._draft(future, event, voice))
         elif isinstance(event, SpeechEnded):
             marks = {"speech_start": self._speech_start or event.last_speech_at, "speech_end": event.last_speech_at,
                      "turn_confirmed": event.at}
@@ -195,15 +206,21 @@ class Listener:
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
-    async def _draft(self, future: asyncio.Future[Transcript], paused: SpeechPaused) -> None:
-        """The speculative transcript of a pause: pick this pause's hang-over, offer the draft to the app."""
+    async def _draft(self, future: asyncio.Future[Transcript], paused: SpeechPaused,
+                     voice: asyncio.Future[float] | None = None) -> None:
+        """The speculative transcript of a pause: pick this pause's hang-over, offer the draft to the app. With
+        prosody, Smart Turn's verdict on the same audio (computed alongside the transcript) joins the text's."""
         with contextlib.suppress(asyncio.CancelledError):
             transcript = await future
+            probability = None if voice is None else await voice
             detector = self.detector
             if not isinstance(detector, Endpointer) or not detector.paused_in(paused.turn):
                 return  # the user already resumed, or the turn already ended on the default hang-over
             text = transcript.text.strip()
-            hold_ms = self.policy.silence_ms(text or None)
+            if voice is None:
+                hold_ms = self.policy.silence_ms(text or None)
+            else:
+                hold_ms = end_after_ms(classify(text) if text else None, probability, self.fused)
             detector.end_after(hold_ms)
             if text:
                 marks = {"speech_start": self._speech_start or paused.at, "speech_end": detector.last_speech_at,
@@ -251,7 +268,9 @@ def open_listener(
     transcriber.warm_up()
     detector = make_detector(config.audio.input_mode, config.audio.vad_silence_ms,
                              config.audio.speculate_ms)
-    return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate, turn_end_policy(config))
+    prosody = SmartTurn(config.models_dir) if config.audio.prosody_turn_end else None
+    return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate, turn_end_policy(config),
+                    prosody)
 
 
 @dataclass(frozen=True)
@@ -276,7 +295,7 @@ async def open_gated_listener(
         return await asyncio.to_thread(open_listener, config, on_event, gate)
     except NoMicrophoneError as exc:
         return VoiceOff(f"no microphone ({exc}): voice input is off, typing still works", error=False)
-    except WhisperModelMissing as exc:
+    except (WhisperModelMissing, SmartTurnModelMissing) as exc:
         return VoiceOff(f"voice input is off: {exc}", error=True)
     except OSError as exc:  # a device that vanished or refused while opening
         return VoiceOff(f"voice input is off: the microphone could not be opened ({exc})", error=True)
