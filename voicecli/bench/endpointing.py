@@ -47,7 +47,7 @@ from voicecli.bench.machine import finish_machine_info, machine_info
 from voicecli.bench.progress import BenchProgress
 from voicecli.bench.question_sets import SETS, TUNED_ON
 from voicecli.bench.report import BenchResult, default_name, run_bench
-from voicecli.bench.target import BenchError
+from voicecli.bench.target import BenchError, pick_named
 from voicecli.config import Config
 from voicecli.errors import UserError
 from voicecli.listen.end_of_turn import EndOfTurnSettings, end_after_ms
@@ -432,11 +432,10 @@ def events_of(item: Labelled, probabilities: Sequence[float]) -> list[Event]:
 def parse_detectors(value: str | None) -> list[str]:
     if not value:
         return list(DETECTORS)
-    names = [name.strip() for name in value.split(",") if name.strip()]
-    unknown = sorted(set(names) - set(DETECTORS))
-    if unknown or not names:
-        raise UserError(f"--detectors: unknown {', '.join(unknown) or '(none)'}; choose from {', '.join(DETECTORS)}")
-    return names
+    try:
+        return pick_named(value, {name: name for name in DETECTORS}, "--detectors")
+    except BenchError as exc:
+        raise UserError(str(exc)) from None
 
 
 async def _labelled(args: argparse.Namespace, config: Config, work: Path,

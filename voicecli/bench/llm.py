@@ -52,7 +52,7 @@ from voicecli.bench.report import (
     summarize_samples,
 )
 from voicecli.bench.scoring import holds_answer
-from voicecli.bench.target import BenchError
+from voicecli.bench.target import BenchError, pick_named
 from voicecli.config import Config, LlmSettings, SegmentationSettings, Value
 from voicecli.converse.segmentation import Segmenter
 from voicecli.converse.timeline import summarize
@@ -162,11 +162,7 @@ def choose_variants(spec: str | None, config: Config, installed: Callable[[Confi
         if not chosen:
             raise BenchError("no local LLM model is installed: voicecli models install --only smollm2")
         return chosen
-    names = [name.strip() for name in spec.split(",") if name.strip()]
-    unknown = [name for name in names if name not in BY_NAME]
-    if unknown or not names:
-        raise BenchError(f"--variants: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(BY_NAME)}")
-    chosen = [BY_NAME[name] for name in dict.fromkeys(names)]
+    chosen = pick_named(spec, BY_NAME, "--variants")
     for variant in chosen:
         derived = variant_config(config, variant)
         if not installed(derived):

@@ -52,7 +52,7 @@ from voicecli.bench.report import (
     summarize_samples,
 )
 from voicecli.bench.scoring import word_errors, words
-from voicecli.bench.target import BenchError
+from voicecli.bench.target import BenchError, pick_named
 from voicecli.config import Config
 from voicecli.converse.timeline import summarize
 
@@ -116,11 +116,7 @@ def choose_variants(spec: str | None, installed: Callable[[str], bool]) -> list[
         if not chosen:
             raise BenchError("no Whisper model is installed: run `voicecli models install --only whisper-tiny.en`")
         return chosen
-    names = [name.strip() for name in spec.split(",") if name.strip()]
-    unknown = [name for name in names if name not in BY_NAME]
-    if unknown or not names:
-        raise BenchError(f"--variants: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(BY_NAME)}")
-    chosen = [BY_NAME[name] for name in dict.fromkeys(names)]
+    chosen = pick_named(spec, BY_NAME, "--variants")
     missing = sorted({v.model for v in chosen if not installed(v.model)})
     if missing:
         fixes = "; ".join(f"`voicecli models install --only whisper-{m}`" for m in missing)

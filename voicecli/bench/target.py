@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import urllib.parse
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,3 +135,13 @@ def parse_counts(values: list[str] | None, default: str, flag: str) -> list[int]
                     raise BenchError(f"{flag} values must be at least 1")
                 counts.add(count)
     return sorted(counts)
+
+
+def pick_named[T](spec: str, known: Mapping[str, T], flag: str) -> list[T]:
+    """`--variants a,b` (or another `flag`'s comma list) as the named items, in the order given, each once; a clear
+    error naming the unknown ones and every known name, or for a list with no name in it."""
+    names = [name.strip() for name in spec.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise BenchError(f"{flag}: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
+    return [known[name] for name in dict.fromkeys(names)]
