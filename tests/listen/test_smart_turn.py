@@ -73,12 +73,12 @@ def test_a_finished_question_sounds_more_finished_than_the_same_cut_mid_sentence
     from voicecli.audio.resample import resample
     from voicecli.bench.audio_marks import trim
     from voicecli.bench.endpointing import word_boundary
-    from voicecli.bench.questions import _kokoro
+    from voicecli.bench.questions import kokoro_speech
 
     url = server.http_url  # type: ignore[attr-defined]
 
     def speak(text: str) -> np.ndarray:
-        audio, rate = _kokoro(text, "am_michael", 1.0, url, "")
+        audio, rate = kokoro_speech(text, "am_michael", 1.0, url, "")
         return np.asarray(resample(trim(audio, rate), rate, SPEECH_RATE), dtype=np.float32)
 
     model = SmartTurn(models_dir)
