@@ -131,6 +131,13 @@ CONSTRAINTS: dict[str, Constraint] = {
     "audio.block_frames": Range(64, 8192),
     "audio.output_latency_ms": Range(10, 1000),
     "audio.echo_margin_db": Range(-60, 60),
+    "turn.agree_ms": Range(100, 10000),
+    "turn.one_signal_ms": Range(100, 10000),
+    "turn.undecided_ms": Range(100, 10000),
+    "turn.hold_ms": Range(100, 10000),
+    "turn.max_ms": Range(100, 10000),
+    "turn.complete_probability": Range(0.0, 1.0),
+    "turn.incomplete_probability": Range(0.0, 1.0),
     "stt.threads": Range(1, 64),
     "stt.window_s": Range(0, 30),
     "segmentation.first_fragment_words": Range(0, 100),
@@ -358,6 +365,45 @@ class AudioSettings:
 
 
 @dataclass(frozen=True)
+class TurnSettings:
+    """[turn]: the end of turn from the words and the voice together (audio.prosody_turn_end = true).
+
+    The thresholds of voicecli.listen.end_of_turn's policy, read once per pause: the silence after which the turn
+    ends, chosen from the draft transcript's verdict and Smart Turn's probability. The defaults on the fields are the
+    ones config/default.toml ships (a test holds them equal) so that the pure policy, its tests and `voicecli bench
+    endpointing` sweep the same object the app is configured with.
+
+    Why these defaults: the quickest setting at <= 2% cut-offs on the `endpointing` bench set (`holdout` is the
+    check, never tuned on). They are slow, and that is the finding: on that set (Kokoro voices and espeak-ng, pauses
+    of 400-1,500 ms, many after words that could end a sentence: "Play some music | by the Beatles") the draft
+    transcript and Smart Turn v3.2 (p >= 0.5) each call ~30% of the hesitations finished, so answering at 200 ms when
+    they agree cuts off 42% of them; the safe setting gains ~200 ms over silence alone (p50 1.37 s vs 1.58 s).
+    """
+
+    agree_ms: int = 1200
+    """Silence that ends the turn when the text is complete AND prosody >= complete_probability."""
+    one_signal_ms: int = 1500
+    """When one signal says complete and the other is undecided (text unsure, or prosody in between)."""
+    undecided_ms: int = 1500
+    """When neither signal says complete nor unfinished."""
+    hold_ms: int = 1600
+    """When either signal hears an unfinished sentence (text incomplete, or prosody < incomplete_probability):
+    a hesitation such as "the capital of ... Spain" is sat through."""
+    max_ms: int = 1600
+    """Any silence this long ends the turn, whatever the signals say (caps every other wait)."""
+    complete_probability: float = 0.3
+    """Prosody at or above this counts as "sounds finished" (Pipecat ends the turn at 0.5)."""
+    incomplete_probability: float = 0.02
+    """Prosody below this counts as "sounds unfinished"."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.incomplete_probability <= self.complete_probability <= 1.0:
+            raise ConfigError("turn.incomplete_probability must not exceed turn.complete_probability (both 0..1)")
+        if min(self.agree_ms, self.one_signal_ms, self.undecided_ms, self.hold_ms, self.max_ms) <= 0:
+            raise ConfigError("every [turn] wait must be positive")
+
+
+@dataclass(frozen=True)
 class SegmentationSettings:
     """[segmentation]: where answers are cut into sentences for TTS."""
 
@@ -429,6 +475,7 @@ class Config:
     stt: SttSettings
     tts: TtsSettings
     audio: AudioSettings
+    turn: TurnSettings
     segmentation: SegmentationSettings
     latency: LatencySettings
     models: ModelsSettings

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from voicecli.listen.end_of_turn import EndOfTurnSettings, Verdict, decide, end_after_ms
+from voicecli.config import Config, ConfigError, TurnSettings
+from voicecli.listen.end_of_turn import Verdict, decide, end_after_ms
 from voicecli.listen.turn_completion import Completion, classify
 
-SETTINGS = EndOfTurnSettings(agree_ms=200, one_signal_ms=600, undecided_ms=1000, hold_ms=1600, max_ms=2000,
+SETTINGS = TurnSettings(agree_ms=200, one_signal_ms=600, undecided_ms=1000, hold_ms=1600, max_ms=2000,
                              complete_probability=0.5, incomplete_probability=0.1)
 
 
@@ -46,7 +47,7 @@ def test_a_missing_signal_counts_as_undecided() -> None:
 
 
 def test_a_long_silence_always_ends_the_turn() -> None:
-    capped = EndOfTurnSettings(hold_ms=5000, max_ms=1800)
+    capped = TurnSettings(hold_ms=5000, max_ms=1800)
     assert end_after_ms(Completion.INCOMPLETE, 0.0, capped) == 1800
     assert decide(1800, Completion.INCOMPLETE, 0.0, capped).end
     for completion in (*Completion, None):
@@ -61,9 +62,21 @@ def test_the_wait_only_shrinks_as_the_silence_grows() -> None:
 
 
 def test_defaults_are_ordered_and_validated() -> None:
-    default = EndOfTurnSettings()
+    default = TurnSettings()
     assert default.agree_ms <= default.one_signal_ms <= default.undecided_ms <= default.hold_ms <= default.max_ms
     with pytest.raises(ValueError):
-        EndOfTurnSettings(complete_probability=0.2, incomplete_probability=0.5)
+        TurnSettings(complete_probability=0.2, incomplete_probability=0.5)
     with pytest.raises(ValueError):
-        EndOfTurnSettings(agree_ms=0)
+        TurnSettings(agree_ms=0)
+
+
+def test_the_shipped_turn_section_is_the_policys_default() -> None:
+    """The app reads [turn] from config/default.toml; the bench and these tests start from TurnSettings()."""
+    assert Config.defaults().turn == TurnSettings()
+
+
+def test_a_turn_setting_reaches_the_policy_from_the_environment() -> None:
+    config = Config.load(env={"VOICECLI_TURN__AGREE_MS": "900"})
+    assert end_after_ms(Completion.COMPLETE, 0.9, config.turn) == 900
+    with pytest.raises(ConfigError, match="incomplete_probability"):
+        Config.load(env={"VOICECLI_TURN__INCOMPLETE_PROBABILITY": "0.9"})

@@ -124,11 +124,11 @@ async def test_with_prosody_the_hang_over_comes_from_the_words_and_the_voice(
 ) -> None:
     """A finished question (text: complete) whose voice sounds finished ends on the agreed wait, one that sounds
     unfinished is held, one the voice is unsure of waits for one signal (voicecli.listen.end_of_turn)."""
-    from voicecli.listen.end_of_turn import EndOfTurnSettings
+    from voicecli.config import TurnSettings
 
     _, prompt = speak("How many legs does a spider have?", tmp_path)
     events: list[ListenEvent] = []
-    fused = EndOfTurnSettings(agree_ms=400, one_signal_ms=700, undecided_ms=900, hold_ms=1100, max_ms=1500)
+    fused = TurnSettings(agree_ms=400, one_signal_ms=700, undecided_ms=900, hold_ms=1100, max_ms=1500)
     prosody = FixedProsody(probability)
     listener = Listener(None, Endpointer(silence_ms=1500, tail_ms=120), TurnTranscriber(transcriber),  # type: ignore[arg-type]
                         events.append, prosody=prosody, fused=fused)  # type: ignore[arg-type]

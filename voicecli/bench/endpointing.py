@@ -48,9 +48,9 @@ from voicecli.bench.progress import BenchProgress
 from voicecli.bench.question_sets import SETS, TUNED_ON
 from voicecli.bench.report import BenchResult, default_name, run_bench
 from voicecli.bench.target import BenchError, pick_named
-from voicecli.config import Config
+from voicecli.config import Config, TurnSettings
 from voicecli.errors import UserError
-from voicecli.listen.end_of_turn import EndOfTurnSettings, end_after_ms
+from voicecli.listen.end_of_turn import end_after_ms
 from voicecli.listen.turn_completion import Completion, TurnEndPolicy
 
 DETECTORS: tuple[str, ...] = ("silence", "text", "prosody", "fused")
@@ -190,7 +190,7 @@ def prosody_detector(threshold: float, wait_ms: int, long_ms: int) -> Decider:
     return decide
 
 
-def fused_detector(settings: EndOfTurnSettings) -> Decider:
+def fused_detector(settings: TurnSettings) -> Decider:
     def decide(event: Event) -> float:
         if event.probability is None and event.completion is None:
             return float(settings.max_ms)
@@ -215,8 +215,8 @@ def grid(detector: str, config: Config) -> tuple[dict[str, Any], list[dict[str, 
                 [{"threshold": t, "wait_ms": w, "long_ms": long}
                  for t, w, long in product(_THRESHOLDS, range(200, 2001, 100), _SLOW) if w <= long])
     if detector == "fused":
-        return (asdict(EndOfTurnSettings()),
-                [asdict(EndOfTurnSettings(a, o, u, h, m, c, i))
+        return (asdict(TurnSettings()),
+                [asdict(TurnSettings(a, o, u, h, m, c, i))
                  for a, o, u, h, m, c, i in product((200, 300, 400, 600, 800, 1000, 1200, 1500),
                                                     (400, 600, 800, 1000, 1200, 1500),
                                                     (600, 800, 1000, 1200, 1500, 2000),
@@ -235,7 +235,7 @@ def decider(detector: str, params: dict[str, Any]) -> Decider:
     if detector == "prosody":
         return prosody_detector(params["threshold"], params["wait_ms"], params["long_ms"])
     if detector == "fused":
-        return fused_detector(EndOfTurnSettings(**params))
+        return fused_detector(TurnSettings(**params))
     raise ValueError(f"unknown detector {detector!r}")
 
 

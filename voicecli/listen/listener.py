@@ -25,8 +25,8 @@ import numpy as np
 
 from voicecli.audio.levels import rms_dbfs
 from voicecli.audio.rates import SPEECH_RATE
-from voicecli.config import Config
-from voicecli.listen.end_of_turn import EndOfTurnSettings, end_after_ms
+from voicecli.config import Config, TurnSettings
+from voicecli.listen.end_of_turn import end_after_ms
 from voicecli.listen.endpointing import (
     Endpointer,
     PushToTalk,
@@ -123,7 +123,7 @@ class Listener:
         gate: EchoGate | None = None,
         policy: TurnEndPolicy | None = None,
         prosody: SmartTurn | None = None,
-        fused: EndOfTurnSettings | None = None,
+        fused: TurnSettings | None = None,
     ) -> None:
         """`prosody` (with `fused`, its thresholds): also ask Smart Turn at each pause whether the voice sounds
         finished, and choose the hang-over from the text and the voice together (voicecli.listen.end_of_turn)
@@ -135,7 +135,7 @@ class Listener:
         self.gate = gate or EchoGate()
         self.policy = policy or TurnEndPolicy()
         self.prosody = prosody
-        self.fused = fused or EndOfTurnSettings()
+        self.fused = fused or TurnSettings()
         self._speech_start: float | None = None
         self._draft_turn: int | None = None  # turn of the last SpokenDraft not yet withdrawn or confirmed
         self._last_level = 0.0
@@ -270,7 +270,7 @@ def open_listener(
                              config.audio.speculate_ms)
     prosody = SmartTurn(config.models_dir) if config.audio.prosody_turn_end else None
     return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate, turn_end_policy(config),
-                    prosody)
+                    prosody, config.turn)
 
 
 @dataclass(frozen=True)
