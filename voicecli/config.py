@@ -116,6 +116,7 @@ CONSTRAINTS: dict[str, Constraint] = {
     "llm.local.model": Choice(("smollm2", "gemma3-270m")),
     "llm.local.threads": Range(1, 64),
     "llm.local.history_turns": Range(0, 100),
+    "llm.local.repeat_penalty": Range(1.0, 2.0),
     "llm.local.context_tokens": Range(256, 32768),
     "stt.beam_size": Range(1, 10),
     "stt.device": Choice(("cpu", "cuda", "auto")),
@@ -302,6 +303,8 @@ class LlmLocalSettings:
     """Show a chat model the built-in example turns (voicecli/llm/local.py FEW_SHOT); a base model always gets them."""
     history_turns: int
     """The embedded model's own bound on earlier exchanges kept as context (voicecli.llm.context_turns)."""
+    repeat_penalty: float
+    """llama.cpp's penalty on tokens seen in the last 64 of the context (1.0: none)."""
     threads: int
     context_tokens: int
 

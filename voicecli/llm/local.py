@@ -222,12 +222,13 @@ class _Generation:
             examples = FEW_SHOT if self._owner.settings.few_shot else ()
             wire = chat_messages(self._messages, self._system, examples)
             return llama.create_chat_completion(
-                messages=wire, max_tokens=self._max_tokens, temperature=self._temperature, stream=True
+                messages=wire, max_tokens=self._max_tokens, temperature=self._temperature, stream=True,
+                repeat_penalty=self._owner.settings.repeat_penalty,
             )
         prompt = completion_prompt(self._messages, self._system, FEW_SHOT)
         return llama.create_completion(
             prompt=prompt, max_tokens=self._max_tokens, temperature=self._temperature, stop=COMPLETION_STOP,
-            stream=True,
+            stream=True, repeat_penalty=self._owner.settings.repeat_penalty,
         )
 
     def run(self, emit: Emit, stop: threading.Event) -> None:
