@@ -132,6 +132,7 @@ CONSTRAINTS: dict[str, Constraint] = {
     "audio.block_frames": Range(64, 8192),
     "audio.output_latency_ms": Range(10, 1000),
     "audio.echo_margin_db": Range(-60, 60),
+    "audio.echo": Choice(("aec", "gate", "off")),
     "turn.agree_ms": Range(100, 10000),
     "turn.one_signal_ms": Range(100, 10000),
     "turn.undecided_ms": Range(100, 10000),
@@ -361,7 +362,11 @@ class AudioSettings:
     prosody_turn_end: bool
     turn_end_complete_ms: int
     turn_end_incomplete_ms: int
+    echo: str
+    """"aec" | "gate" | "off" (voicecli.audio.echo_cancel.ECHO_MODES); a legacy echo_gate = false reads as "off"."""
+    echo_noise_suppression: bool
     echo_gate: bool
+    """Deprecated in favour of `echo`; kept so old config files still load."""
     echo_margin_db: float
     output_latency_ms: int
     block_frames: int
@@ -537,6 +542,7 @@ class Config:
     @classmethod
     def _build(cls, settings: Mapping[str, Setting]) -> Config:
         """The typed sections from validated values; the only place a Config is constructed."""
+        settings = _legacy_echo_gate(settings)
         values = {key: setting.value for key, setting in settings.items()}
         hints = typing.get_type_hints(cls)
         sections: dict[str, Any] = {field.name: _build_section(section, values, field.name + ".")
@@ -573,6 +579,16 @@ class Config:
     def latency_log_path(self) -> Path:
         configured = self.latency.log_path
         return Path(configured).expanduser() if configured else default_state_dir() / "sessions.jsonl"
+
+
+def _legacy_echo_gate(settings: Mapping[str, Setting]) -> Mapping[str, Setting]:
+    """audio.echo_gate = false, set by the user while audio.echo is not, means what it always did: no gate, i.e.
+    audio.echo = "off" (reported as coming from the echo_gate setting)."""
+    gate, echo = settings.get("audio.echo_gate"), settings.get("audio.echo")
+    if gate is None or echo is None or gate.value is not False or gate.source == "default" or echo.source != "default":
+        return settings
+    log.warning("audio.echo_gate is deprecated: use audio.echo = \"off\" (%s)", gate.source)
+    return {**settings, "audio.echo": Setting("audio.echo", "off", f"{gate.source} (audio.echo_gate = false)")}
 
 
 def settings_keys(cls: type[DataclassInstance] = Config, prefix: str = "") -> list[str]:

@@ -50,3 +50,21 @@ def test_torch_weights_are_not_a_failure_where_the_torch_engine_is_not_installed
     rows = {check.name: check for check in doctor.check_models(config)}
     assert rows["model kokoro-torch"].ok is None and "needs torch" in rows["model kokoro-torch"].detail
     assert rows["model kokoro"].ok is False, "the onnx engine's model missing is still a failure"
+
+
+@pytest.mark.parametrize(("env", "ok", "says"), [
+    ({}, True, "echo cancellation active: WebRTC AEC3 via pywebrtc-audio"),
+    ({"VOICECLI_AUDIO__ECHO": "gate"}, None, "level gate: barge-in needs 6 dB"),
+    ({"VOICECLI_AUDIO__ECHO_GATE": "false"}, None, "off: the raw microphone"),
+])
+def test_the_echo_defence_in_use_is_reported(env: dict[str, str], ok: bool | None, says: str) -> None:
+    check = doctor.check_echo(Config.load(env=env))
+    assert check.ok is ok and says in check.detail, check
+
+
+def test_a_missing_canceller_is_a_failure_that_names_the_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    import voicecli.audio.echo_cancel as echo_cancel
+
+    monkeypatch.setattr(echo_cancel, "BINDING", "pywebrtc_audio_not_installed")
+    check = doctor.check_echo(Config.load(env={}))
+    assert check.ok is False and "level gate is used" in check.detail and "scripts/setup" in check.fix

@@ -231,3 +231,38 @@ def test_unknown_device_error_lists_devices(pulse: PrivatePulse) -> None:
         Player(device="no-such-speaker")
     message = str(err.value)
     assert "no-such-speaker" in message and "pulse" in message and "default" in message
+
+
+def test_the_reference_tap_holds_exactly_what_was_played_when_it_was_audible(
+    pulse: PrivatePulse, speech: NDArray[np.float32]
+) -> None:
+    """The echo canceller's far end: every block handed to the device, on the monotonic clock at its DAC time."""
+    from voicecli.audio.far_end import FarEndReference
+    from voicecli.audio.rates import SPEECH_RATE
+
+    reference = FarEndReference(keep_s=30.0)
+    rec = _record_while(pulse)
+    with Player() as player:
+        player.tap(reference)
+        time.sleep(0.3)
+        for start in range(0, len(speech), 4800):
+            player.write(speech[start : start + 4800], "a1")
+        player.end_answer("a1")
+        assert player.wait_done(timeout=30)
+        timing = player.timing("a1")
+    time.sleep(0.2)
+    captured = rec.stop()
+    assert timing is not None and timing.first_sample_at_dac is not None and timing.first_audible_at_dac is not None
+    expected = _resample_fft(speech, SRC_RATE, SPEECH_RATE)
+    window_start = timing.first_sample_at_dac - 0.1
+    tapped = reference.read(window_start, len(expected) + SPEECH_RATE // 5)
+    lag, corr = _align(expected, tapped)
+    assert corr >= 0.99, f"the tap is not what was played: correlation {corr:.5f}"  # 0.995: two resamplers
+    assert abs(lag / SPEECH_RATE - 0.1) <= 0.003  # placed at its DAC time, to the resampler's delay
+    assert not tapped[: round(0.05 * SPEECH_RATE)].any()  # the silence before the answer, played as silence
+    # The DAC times are when it was audible: the recording's onset lands where the reference says.
+    loud = np.flatnonzero(np.abs(tapped) > SILENT)
+    tapped_onset = window_start + float(loud[0]) / SPEECH_RATE
+    heard_onset = rec.time_of_frame(float(np.flatnonzero(np.abs(captured) > SILENT)[0]))
+    _measure("reference_onset_vs_captured_onset", heard_onset - tapped_onset, "s")
+    assert abs(heard_onset - tapped_onset) <= 0.05

@@ -176,11 +176,29 @@ def check_sound_server() -> Check:
     return Check("sound server env", None, f"PULSE_SERVER/XDG_RUNTIME_DIR = {server}" if server else "not set")
 
 
+def check_echo(config: Config) -> Check:
+    """Which defence against the assistant's own voice the chat uses (audio.echo), and whether AEC can run."""
+    from voicecli.audio.echo_cancel import binding_status
+
+    mode, source = config.audio.echo, config.setting("audio.echo").source
+    if mode == "gate":
+        return Check("echo", None, f"level gate: barge-in needs {config.audio.echo_margin_db:g} dB over the playback "
+                     f"(audio.echo = \"gate\", {source})")
+    if mode == "off":
+        return Check("echo", None, f"off: the raw microphone, fine with headphones (audio.echo = \"off\", {source})")
+    ok, detail = binding_status()
+    if ok:
+        return Check("echo", True, f"echo cancellation active: {detail}; the level gate only while the echo delay "
+                     "cannot be estimated")
+    return Check("echo", False, f"audio.echo = \"aec\", but the level gate is used: {detail}",
+                 "reinstall with scripts/setup (it installs pywebrtc-audio), or set audio.echo = \"gate\"")
+
+
 def run_checks(config: Config) -> list[Check]:
     steps: list[Callable[[], Check | list[Check]]] = [
         check_version, check_python, check_packages, lambda: check_audio(config), lambda: check_models(config),
         lambda: check_endpoint(config), lambda: check_exposure(config), lambda: check_aws(config),
-        check_sound_server,
+        check_sound_server, lambda: check_echo(config),
     ]
     checks: list[Check] = []
     for step in steps:

@@ -26,6 +26,7 @@ import numpy as np
 from voicecli.audio.levels import rms_dbfs
 from voicecli.audio.rates import SPEECH_RATE
 from voicecli.config import Config, TurnSettings
+from voicecli.listen.echo_path import open_echo_path
 from voicecli.listen.end_of_turn import end_after_ms
 from voicecli.listen.endpointing import (
     Endpointer,
@@ -285,14 +286,24 @@ class VoiceOff:
 async def open_gated_listener(
     config: Config, on_event: Callable[[ListenEvent], None], is_speaking: Callable[[], bool], sink: object
 ) -> Listener | VoiceOff:
-    """The microphone as every front end (the chat app, the demo, headless chat) starts it: behind the echo gate,
+    """The microphone as every front end (the chat app, the demo, headless chat) starts it: behind the echo defence
+    audio.echo chooses (voicecli.listen.echo_path): the echo canceller fed with what `sink` plays, or the level gate,
     which compares the microphone with what `sink` is playing while the assistant `is_speaking`. Opened off the
     event loop (~1-2 s). The microphone itself opens only when the listener runs, so a front end that went away
     meanwhile simply never runs it. Without a microphone or a Whisper model: why voice input is off."""
     playback_db: Callable[[], float] = getattr(sink, "level_db", lambda: -120.0)
-    gate = EchoGate(config.audio.echo_gate, config.audio.echo_margin_db, is_speaking, playback_db)
+
+    def gated() -> Listener:
+        echo = open_echo_path(config, sink)  # audio.echo; with "aec" the gate only stands in while AEC cannot
+        playback = playback_db if echo.canceller is None else (
+            lambda: -120.0 if echo.gate_open() else playback_db())
+        gate = EchoGate(echo.mode != "off", config.audio.echo_margin_db, is_speaking, playback)
+        listener = open_listener(config, on_event, gate)
+        listener.microphone.process = echo.clean if echo.canceller is not None else None
+        return listener
+
     try:
-        return await asyncio.to_thread(open_listener, config, on_event, gate)
+        return await asyncio.to_thread(gated)
     except NoMicrophoneError as exc:
         return VoiceOff(f"no microphone ({exc}): voice input is off, typing still works", error=False)
     except (WhisperModelMissing, SmartTurnModelMissing) as exc:

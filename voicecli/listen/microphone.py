@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -105,6 +105,9 @@ class Microphone:
         """Blocks PortAudio reported as overflowed (input lost because the callback ran late)."""
         self.dropped = 0
         """Blocks discarded because the consumer fell more than max_queue_s behind."""
+        self.process: Callable[[AudioBlock], AudioBlock] | None = None
+        """Applied to each block on the event loop before it is queued (the echo canceller); the level meter still
+        reads the raw input."""
 
     def _pick_rate(self) -> int:
         try:
@@ -188,7 +191,12 @@ class Microphone:
             loop.call_soon_threadsafe(self._deliver, AudioBlock(samples, at))
 
     def _deliver(self, block: AudioBlock) -> None:
-        """On the event loop: enqueue, shedding the oldest block if the consumer is far behind."""
+        """On the event loop: clean (``process``), then enqueue, shedding the oldest block if the consumer is far
+        behind."""
+        if self.process is not None:
+            block = self.process(block)
+            if len(block.samples) == 0:
+                return
         while self.queue.qsize() >= self._max_blocks:
             self.queue.get_nowait()
             self.dropped += 1

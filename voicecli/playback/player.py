@@ -22,6 +22,9 @@ Why this shape:
 - Sample rate: the source is 24 kHz mono; PulseAudio accepts that directly. Devices that refuse it get the shared
   streaming resampler (voicecli.audio.resample: libswresample, its state kept across the writes of one answer and
   its tail flushed at the answer's end) and a channel up/down-mix.
+- Echo cancellation: ``tap(reference)`` hands every block written to the device, silence included, with its DAC
+  time to a ``voicecli.audio.far_end.FarEndReference`` (a copy appended to a deque; resampled later, off this
+  thread). That is the far end the canceller removes: exactly what was played, stamped when it was audible.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import Any, Self
 import numpy as np
 from numpy.typing import NDArray
 
+from voicecli.audio.far_end import FarEndReference
 from voicecli.audio.resample import StreamResampler
 from voicecli.audio_devices import AudioDeviceError, DeviceInfo, load_sounddevice, resolve_device, silence_alsa_errors
 from voicecli.wire.protocol import SAMPLE_RATE
@@ -123,6 +127,7 @@ class Player:
         self._stop_pending = False
         self._last_dac_end = 0.0
         self._wake: Callable[[], None] | None = None
+        self._reference: FarEndReference | None = None
         self._playing_out = False  # written audio not yet played out: the callback wakes the watcher when it is
         self.stats = PlaybackStats()
         self._stream: Any = self._open_stream(latency, block_ms, stream_rate)
@@ -253,6 +258,10 @@ class Player:
         """Call `wake` (on the audio thread) when playback moves on; see the module docstring."""
         self._wake = wake
 
+    def tap(self, reference: FarEndReference | None) -> None:
+        """Hand every block written to the device, with its DAC time, to `reference` (None: stop); see above."""
+        self._reference = reference
+
     def _notify(self) -> None:
         wake = self._wake
         if wake is not None:
@@ -317,6 +326,9 @@ class Player:
             if not queue and self._playing_out and now >= self._last_dac_end:
                 self._playing_out = False  # the last sample written has left the DAC
                 wake = True
+        reference = self._reference
+        if reference is not None:
+            reference.push(outdata, rate, dac0)
         if wake:
             self._notify()
 

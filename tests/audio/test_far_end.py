@@ -1,0 +1,59 @@
+"""The far-end reference: what the player handed to the device, found again by the time it was audible."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from voicecli.audio.far_end import FarEndReference
+from voicecli.audio.rates import SPEECH_RATE
+from voicecli.audio.resample import resample
+
+
+def _chirp(seconds: float, rate: int) -> np.ndarray:
+    t = np.arange(round(seconds * rate)) / rate
+    return (0.3 * np.sin(2 * np.pi * (200 + 400 * t) * t)).astype(np.float32)
+
+
+def _push_all(reference: FarEndReference, signal: np.ndarray, rate: int, t0: float, jitter_s: float = 0.0) -> None:
+    block = rate // 100
+    rng = np.random.default_rng(1)
+    for i in range(0, len(signal), block):
+        stamp = t0 + i / rate + float(rng.uniform(-jitter_s, jitter_s))
+        reference.push(signal[i : i + block].reshape(-1, 1), rate, stamp)
+
+
+def test_read_returns_what_was_played_at_that_time_at_16k() -> None:
+    source = _chirp(2.0, 24_000)
+    reference = FarEndReference(keep_s=4.0)
+    _push_all(reference, source, 24_000, t0=100.0, jitter_s=0.003)  # DAC stamps jitter by +-3 ms
+    expected = resample(source, 24_000, SPEECH_RATE)
+    got = reference.read(100.5, SPEECH_RATE // 2)  # 0.5 s .. 1.0 s into the answer
+    lags = range(-80, 81)
+    scores = [float(np.dot(got, expected[SPEECH_RATE // 2 + lag : SPEECH_RATE + lag])) for lag in lags]
+    best = lags[int(np.argmax(scores))]
+    assert abs(best) <= 16, f"reference off by {best} samples"  # 1 ms: the resampler's own delay at most
+    assert reference.reanchors == 0  # jitter inside REANCHOR_S keeps one continuous stretch
+
+
+def test_time_before_and_between_answers_reads_as_silence() -> None:
+    reference = FarEndReference(keep_s=4.0)
+    assert not reference.read(5.0, 160).any()  # nothing played yet
+    tone = np.full(SPEECH_RATE // 100, 0.25, np.float32)
+    for k in range(20):
+        reference.push(tone, SPEECH_RATE, 10.0 + k * 0.01)
+    for k in range(20):  # the stream was stopped for 0.5 s (barge-in), then restarted
+        reference.push(tone, SPEECH_RATE, 10.7 + k * 0.01)
+    assert reference.reanchors == 1
+    assert np.allclose(reference.read(10.05, 800), 0.25)
+    assert not reference.read(10.3, 1600).any()
+    assert np.allclose(reference.read(10.75, 800), 0.25)
+    assert reference.played_until is not None and abs(reference.played_until - 10.9) < 1e-3
+
+
+def test_stereo_blocks_are_mixed_to_mono_and_old_audio_is_forgotten() -> None:
+    reference = FarEndReference(keep_s=1.0)
+    stereo = np.stack([np.full(160, 0.2, np.float32), np.full(160, 0.4, np.float32)], axis=1)
+    for k in range(200):  # 2 s into a 1 s ring
+        reference.push(stereo, SPEECH_RATE, 1.0 + k * 0.01)
+    assert np.allclose(reference.read(2.5, 160), 0.3)
+    assert not reference.read(1.2, 160).any()  # older than keep_s

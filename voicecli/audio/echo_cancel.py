@@ -1,0 +1,273 @@
+"""Acoustic echo cancellation of the microphone: WebRTC AEC3 fed with what the speaker really played.
+
+Why AEC3 through pywebrtc-audio: chosen by measurement (results/bench/aec-choice/results.md, scripts/aec_choice.py):
+on real Kokoro speech through a synthetic room at 20-120 ms and 0/+6 dB echo over the near-end voice it removes
+35-42 dB of echo (Speex: 12-21 dB), keeps more of the near-end voice in double talk than livekit's AEC3 (correlation
+0.56-0.80 vs 0.48-0.68), costs ~0.2 ms of CPU per 10 ms frame (livekit ~0.28 ms), and is a 0.4 MB cp312 wheel that
+needs only numpy (livekit: 12 MB plus protobuf and a Rust runtime). This module is the one place that imports it,
+lazily, so nothing else pays for it.
+
+How a capture block is paired with the reference (voicecli.audio.far_end): both live on the monotonic clock, the
+reference stamped with its DAC time. The capture stream is laid on the same timeline by sample count from the
+earliest callback time seen (callback times only jitter later, never earlier). The bulk delay between them (the
+acoustic path plus the input buffering no API reports well) is measured with GCC-PHAT (voicecli.audio.echo_delay)
+every `track_every_s` of far-end audio. AEC3 tracks a delay of 0-`AEC3_RANGE_S` to the sample by itself, so the
+reference is shifted only when the measured delay falls outside that (a reference later than its echo, an echo
+later than that range): then AEC3 sees a small causal delay (`RESIDUAL_DELAY_S`). A capture that clearly hears the
+far end but yields no clear delay for several windows makes the canceller untrusted (`trusted`), so the caller can
+fall back to the level gate; a clear estimate trusts it again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from voicecli.audio.echo_delay import DelayEstimate, estimate_delay
+from voicecli.audio.far_end import FarEndReference
+from voicecli.audio.levels import SILENCE_DBFS, rms_dbfs
+from voicecli.audio.rates import SPEECH_RATE
+
+__all__ = [
+    "BINDING",
+    "ECHO_MODES",
+    "RESIDUAL_DELAY_S",
+    "EchoCanceller",
+    "EchoCancellerUnavailable",
+    "EchoStats",
+    "binding_status",
+    "erle_db",
+]
+
+log = logging.getLogger(__name__)
+
+Audio = NDArray[np.float32]
+
+ECHO_MODES: Final = ("aec", "gate", "off")
+"""audio.echo: cancel the echo (the level gate only as a fallback), gate the microphone by level, or neither."""
+
+BINDING: Final = "pywebrtc_audio"
+"""The module providing AEC3 (the PyPI package pywebrtc-audio)."""
+
+FRAME: Final = SPEECH_RATE // 100
+"""AEC3 works on 10 ms frames."""
+
+AEC3_RANGE_S: Final = 0.3
+"""Bulk delays AEC3's own delay estimator handles with the reference paired by timestamp alone (measured: 20-400 ms
+converge within 0.5 s; shifting the reference mid-answer instead cost ~2.5 s of re-convergence)."""
+
+RESIDUAL_DELAY_S: Final = 0.04
+"""The delay left for AEC3 to find itself when the reference has to be shifted: causal with room for jitter."""
+
+FAR_ACTIVE_DBFS: Final = -50.0
+"""A reference window quieter than this is treated as "nothing playing" (no delay estimate, no ERLE counted)."""
+
+HEARD_DBFS: Final = -55.0
+"""A capture window louder than this while the far end plays is expected to contain its echo."""
+
+UNCLEAR_LIMIT: Final = 4
+"""Consecutive windows that hear the far end but give no clear delay before the canceller is untrusted."""
+
+
+class EchoCancellerUnavailable(RuntimeError):
+    """The AEC binding cannot be loaded; the message says how to install it."""
+
+
+def _load_binding() -> Any:
+    try:
+        return importlib.import_module(BINDING)
+    except ImportError as exc:
+        raise EchoCancellerUnavailable(
+            f"echo cancellation needs the pywebrtc-audio package ({exc}); reinstall with scripts/setup, or set "
+            "audio.echo = \"gate\""
+        ) from exc
+
+
+def binding_status() -> tuple[bool, str]:
+    """Whether the AEC binding loads, and a line saying which (for `voicecli doctor`)."""
+    try:
+        module = _load_binding()
+    except EchoCancellerUnavailable as exc:
+        return False, str(exc)
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("pywebrtc-audio")
+    except PackageNotFoundError:
+        found = "?"
+    return True, f"WebRTC AEC3 via pywebrtc-audio {found} ({getattr(module, '__file__', BINDING)})"
+
+
+def erle_db(before: Audio, after: Audio) -> float:
+    """Echo return loss enhancement: how much quieter the echo is after cancellation, in dB.
+
+    Pass the capture and the cancelled output over a stretch where only the far end plays (no one speaking):
+    ERLE = level(before) - level(after). Both silent (or empty) reads 0.0.
+    """
+    lo, hi = rms_dbfs(after), rms_dbfs(before)
+    return 0.0 if hi <= SILENCE_DBFS else hi - lo
+
+
+@dataclass
+class EchoStats:
+    """Running figures of one canceller (the duplex bench and doctor read them)."""
+
+    frames: int = 0
+    """10 ms capture frames processed."""
+    far_frames: int = 0
+    """Of them, frames during which the far end was playing (reference above FAR_ACTIVE_DBFS)."""
+    in_energy: float = 0.0
+    """Sum of squared capture samples over the far-end frames (before cancellation)."""
+    out_energy: float = 0.0
+    """Sum of squared output samples over the same frames (after cancellation)."""
+    estimates: int = 0
+    """Delay estimates attempted (windows with the far end playing)."""
+    clear_estimates: int = 0
+    """Of them, clear ones (used to align the reference)."""
+
+    @property
+    def erle_db(self) -> float:
+        """ERLE over every far-end frame so far; true ERLE only when nobody spoke meanwhile (near-end speech counts
+        as echo that was "not removed", so double talk lowers it). 0.0 before any far-end frame."""
+        if self.in_energy <= 0.0:
+            return 0.0
+        return 10 * math.log10(self.in_energy / max(self.out_energy, 1e-20))
+
+
+class EchoCanceller:
+    """Capture blocks (16 kHz mono float32, any length, each stamped with its callback's monotonic time) in,
+    echo-cancelled blocks out. One thread calls ``process``; the reference is pushed from the audio thread.
+
+    - reference: what the speaker played (voicecli.audio.far_end.FarEndReference).
+    - noise_suppression: also run WebRTC's noise suppressor on the capture.
+    - max_delay_s / lookahead_s: the bulk delay searched, from the reference lagging the timestamps by
+      lookahead_s to the echo arriving max_delay_s after its DAC time.
+    - track_every_s / window_s: how often and over how much audio the delay is re-estimated.
+    """
+
+    def __init__(
+        self,
+        reference: FarEndReference,
+        *,
+        noise_suppression: bool = False,
+        max_delay_s: float = 0.4,
+        lookahead_s: float = 0.1,
+        track_every_s: float = 1.0,
+        window_s: float = 1.0,
+    ) -> None:
+        binding = _load_binding()
+        self._apm = binding.AudioProcessor(SPEECH_RATE, 1, echo_cancellation=True, high_pass_filter=True,
+                                           noise_suppression=noise_suppression, stream_delay_ms=0)
+        self.reference = reference
+        self.rate = SPEECH_RATE
+        self.stats = EchoStats()
+        self._max_delay = round(max_delay_s * self.rate)
+        self._lookahead = round(lookahead_s * self.rate)
+        self._track_every = round(track_every_s * self.rate)
+        self._window = round(window_s * self.rate)
+        self._carry = np.zeros(0, np.float32)  # capture samples short of a whole frame
+        self._anchor: int | None = None  # reference index of capture sample 0
+        self._count = 0  # capture samples taken in (the next one's index on the capture timeline)
+        self._history = np.zeros(self._window, np.float32)  # the latest raw capture, for delay estimation
+        self._since_estimate = 0
+        self._shift = 0  # the reference is read this many samples before the capture's own time
+        self.delay: DelayEstimate | None = None
+        """The latest clear bulk-delay estimate (None until the far end has been heard)."""
+        self._unclear = 0
+        self.trusted = True
+        """False while the far end is heard but its delay cannot be estimated: use the level gate meanwhile."""
+
+    @property
+    def delay_s(self) -> float | None:
+        """The estimated bulk delay from DAC time to the microphone callback (None until estimated)."""
+        return None if self.delay is None else (self.delay.lag - self._lookahead) / self.rate
+
+    def process(self, samples: Audio, at: float) -> tuple[Audio, float]:
+        """Cancel the echo in one capture block whose last sample was taken at monotonic `at`.
+
+        Returns the cleaned samples (whole 10 ms frames: up to one frame is held for the next block) and the time
+        of the last one. Before anything was played the block passes through unchanged.
+        """
+        now_index = self.reference.index(at)
+        if now_index is None:
+            return samples, at
+        n = len(samples)
+        offset = now_index - (self._count + n)  # reference index of capture sample 0 per this callback
+        if self._anchor is None or offset < self._anchor or offset - self._anchor > 0.05 * self.rate:
+            self._anchor = offset  # earliest callback time wins; a jump (lost blocks) restarts the timeline
+        self._remember(samples)
+        pending = np.concatenate([self._carry, samples.astype(np.float32, copy=False)])
+        usable = len(pending) - len(pending) % FRAME
+        self._carry = pending[usable:].copy()
+        first = self._anchor + self._count - (len(pending) - n)  # reference index of pending[0]
+        self._count += n
+        if usable == 0:
+            return np.zeros(0, np.float32), at
+        far = self.reference.read_index(first - self._shift, usable)
+        out = np.asarray(self._apm.process(pending[:usable], far), dtype=np.float32)
+        self._account(pending[:usable], out, far)
+        if self._since_estimate >= self._track_every:
+            self._since_estimate = 0
+            self._track(self._anchor + self._count)
+        return out, at - len(self._carry) / self.rate
+
+    def _remember(self, samples: Audio) -> None:
+        n = min(len(samples), self._window)
+        self._history = np.roll(self._history, -n)
+        self._history[-n:] = samples[-n:]
+        self._since_estimate += len(samples)
+
+    def _account(self, before: Audio, after: Audio, far: Audio) -> None:
+        stats = self.stats
+        for i in range(0, len(before), FRAME):
+            stats.frames += 1
+            if rms_dbfs(far[i : i + FRAME]) > FAR_ACTIVE_DBFS:
+                stats.far_frames += 1
+                stats.in_energy += float(np.sum(np.square(before[i : i + FRAME], dtype=np.float64)))
+                stats.out_energy += float(np.sum(np.square(after[i : i + FRAME], dtype=np.float64)))
+
+    def _track(self, end_index: int) -> None:
+        """Re-estimate the bulk delay over the latest window of capture (ending at reference index `end_index`)."""
+        start = end_index - self._window
+        window = self.reference.read_index(start - self._max_delay, self._window + self._max_delay + self._lookahead)
+        if rms_dbfs(window) <= FAR_ACTIVE_DBFS:
+            return
+        self.stats.estimates += 1
+        estimate = estimate_delay(self._history, window, self._max_delay + self._lookahead)
+        if estimate is not None and estimate.clear:
+            self.stats.clear_estimates += 1
+            self._unclear = 0
+            if not self.trusted:
+                log.info("echo cancellation: the echo delay is known again; the level gate is off")
+            self.trusted = True
+            self._use(estimate)
+        elif rms_dbfs(self._history) > HEARD_DBFS:
+            self._unclear += 1
+            if self._unclear >= UNCLEAR_LIMIT and self.trusted:
+                self.trusted = False
+                log.warning("echo cancellation: the microphone hears the speaker but the echo delay cannot be "
+                            "estimated; the level gate is used until it can")
+
+    def _use(self, estimate: DelayEstimate) -> None:
+        """Shift the reference only when the delay is outside what AEC3 tracks by itself: a reference later than its
+        echo (timestamps off), or an echo later than AEC3_RANGE_S. A new shift starts AEC3 afresh (it converges
+        faster from scratch than from a filter adapted to the old alignment)."""
+        self.delay = estimate
+        bulk = estimate.lag - self._lookahead
+        if 0 <= bulk <= AEC3_RANGE_S * self.rate:
+            shift = 0
+        elif bulk > 0:
+            shift = bulk - round(RESIDUAL_DELAY_S * self.rate)
+        else:
+            shift = bulk - FRAME  # the reference runs late: read it ahead, a frame to spare
+        if abs(shift - self._shift) > 0.002 * self.rate:
+            log.info("echo delay %.1f ms (clarity %.1f): reference shifted by %.1f ms", bulk / self.rate * 1000,
+                     estimate.clarity, shift / self.rate * 1000)
+            self._shift = shift
+            self._apm.reset()

@@ -1,0 +1,135 @@
+"""The far-end reference: exactly what the speaker was handed, placed on the monotonic clock at the time it reached
+the DAC, at the speech side's 16 kHz mono. The echo canceller reads it to learn what the microphone will hear back.
+
+Why here (audio/) and not in playback/ or listen/: the player writes it and the capture path reads it, and those
+two are siblings that never import each other; the shared type goes down a layer.
+
+Why a pending deque plus a ring: ``push`` runs on PortAudio's audio thread, which must not block or do real work, so
+it only copies the block (10 ms: a few hundred samples) and appends it with its DAC time to a bounded deque (append
+and popleft are atomic in CPython; no lock the audio thread could wait on). The reader (the capture path, one
+thread) moves pending blocks into a 16 kHz ring, resampling there with the shared streaming resampler.
+
+Why continuity instead of each block's own timestamp: DAC times carry scheduling jitter of a few ms; placing every
+block at its own stamp would tear the reference (gaps, overlaps) and an echo canceller adapts to a continuous
+signal. Blocks are appended back to back, and the timeline is re-anchored to the stamp only when it disagrees by
+more than ``REANCHOR_S`` (the stream was stopped and restarted on barge-in, a callback was lost, slow clock drift).
+Time with no block (the stream stopped) reads as silence, which is what was played.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from voicecli.audio.rates import SPEECH_RATE
+from voicecli.audio.resample import StreamResampler
+
+__all__ = ["REANCHOR_S", "FarEndReference"]
+
+Audio = NDArray[np.float32]
+
+REANCHOR_S: Final = 0.02
+"""A block whose DAC time is further than this from where the previous block ended starts a new stretch there."""
+
+
+class FarEndReference:
+    """What was played and when it was audible: ``push`` from the player's callback, ``read`` from the capture path.
+
+    - keep_s: how much history the ring holds (the capture path reads up to its delay search range back).
+    - max_pending: blocks held for the reader; older ones are shed if nobody reads (no capture path running).
+    """
+
+    def __init__(self, keep_s: float = 4.0, max_pending: int = 1000) -> None:
+        self.rate = SPEECH_RATE
+        self._pending: deque[tuple[float, int, Audio]] = deque(maxlen=max_pending)
+        self._ring = np.zeros(round(keep_s * self.rate), np.float32)
+        self._origin: float | None = None  # monotonic time of ring index 0 (absolute sample indices from there)
+        self._end = 0  # absolute index one past the newest sample written
+        self._resampler: StreamResampler | None = None
+        self.pushed = 0
+        """Blocks pushed so far (the player's callbacks that handed audio to the device)."""
+        self._reanchors = 0
+
+    # -- the audio thread ----------------------------------------------------------------------------------------
+
+    def push(self, block: NDArray[np.float32], rate: int, dac_time: float) -> None:
+        """One block as handed to the device ((frames,) or (frames, channels) at `rate`), first sample at `dac_time`.
+
+        Called on the audio thread: copies and appends, nothing else.
+        """
+        mono = block.mean(axis=1, dtype=np.float32) if block.ndim == 2 and block.shape[1] > 1 else block.reshape(-1)
+        self._pending.append((dac_time, rate, np.array(mono, dtype=np.float32)))
+        self.pushed += 1
+
+    # -- the reader ----------------------------------------------------------------------------------------------
+
+    def _absorb(self) -> None:
+        while self._pending:
+            dac_time, rate, samples = self._pending.popleft()
+            self._place(dac_time, rate, samples)
+
+    def _place(self, dac_time: float, rate: int, samples: Audio) -> None:
+        if self._origin is None:
+            self._origin = dac_time
+        stamp = round((dac_time - self._origin) * self.rate)
+        if abs(stamp - self._end) > REANCHOR_S * self.rate:
+            if self._resampler is not None:
+                self._resampler.reset()
+            if self._end > 0:
+                self._reanchors += 1
+            if stamp > self._end:
+                self._write(np.zeros(stamp - self._end, np.float32))  # nothing was played meanwhile
+            self._end = stamp
+        if rate != self.rate:
+            if self._resampler is None or self._resampler.in_rate != rate:
+                self._resampler = StreamResampler(rate, self.rate)
+            samples = self._resampler.process(samples)
+        self._write(samples)
+
+    def _write(self, samples: Audio) -> None:
+        size = len(self._ring)
+        if len(samples) > size:
+            self._end += len(samples) - size
+            samples = samples[-size:]
+        n = len(samples)
+        start = self._end % size
+        first = min(n, size - start)
+        self._ring[start : start + first] = samples[:first]
+        self._ring[: n - first] = samples[first:]
+        self._end += n
+
+    def index(self, at: float) -> int | None:
+        """The absolute 16 kHz sample index of monotonic time `at` (None before anything was played)."""
+        self._absorb()
+        return None if self._origin is None else round((at - self._origin) * self.rate)
+
+    def read(self, at: float, n: int) -> Audio:
+        """`n` samples of what was audible from monotonic time `at` on; silence where nothing was (or is kept)."""
+        start = self.index(at)
+        return np.zeros(n, np.float32) if start is None else self.read_index(start, n)
+
+    def read_index(self, start: int, n: int) -> Audio:
+        """`n` samples from absolute index `start` (see ``index``); silence outside what the ring holds."""
+        self._absorb()
+        out = np.zeros(n, np.float32)
+        size = len(self._ring)
+        lo, hi = max(start, self._end - size, 0), min(start + n, self._end)
+        if hi > lo:
+            idx = np.arange(lo, hi) % size
+            out[lo - start : hi - start] = self._ring[idx]
+        return out
+
+    @property
+    def reanchors(self) -> int:
+        """Times the timeline was re-anchored to a block's DAC time (stream restarts, lost callbacks)."""
+        self._absorb()
+        return self._reanchors
+
+    @property
+    def played_until(self) -> float | None:
+        """Monotonic time just past the newest sample known to have been handed to the device."""
+        self._absorb()
+        return None if self._origin is None else self._origin + self._end / self.rate
