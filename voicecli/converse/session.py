@@ -15,6 +15,7 @@ from voicecli.config import Config
 from voicecli.converse.pipeline import PipelineEvent, PipelineSettings, VoicePipeline
 from voicecli.llm import LLM, LLMError, context_turns, create_llm
 from voicecli.llm.history import Conversation
+from voicecli.llm.local import LOCAL_MODELS
 from voicecli.playback.sinks import AudioSink
 from voicecli.playback.speaker import open_sink
 from voicecli.tts.base import TransportError, TTSTransport
@@ -39,7 +40,8 @@ def llm_from_config(config: Config) -> LLM:
 def llm_label(config: Config) -> str:
     backend = config.llm.backend
     if backend == "local":
-        return "local SmolLM2-135M"
+        local = config.llm.local  # the GGUF's name says which model and quantisation answer
+        return f"local {Path(local.model_file or LOCAL_MODELS[local.model]).stem}"
     if backend == "bedrock":
         return f"bedrock {config.llm.bedrock.model_id}"
     return f"openai {config.llm.openai.model}"
