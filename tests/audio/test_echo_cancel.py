@@ -75,6 +75,14 @@ def test_stats_count_far_end_frames_and_erle() -> None:
     stats = canceller.stats
     assert stats.frames == len(out) // 160 and 0 < stats.far_frames <= stats.frames
     assert stats.erle_db >= 20.0, stats  # includes the first second, before AEC3 has converged
+    assert canceller.converged  # ~seconds of far end: relied on (the listener's gate opens)
+
+
+def test_the_canceller_is_not_relied_on_before_it_has_adapted() -> None:
+    """The first CONVERGE_S of far end lets echo through while AEC3 adapts: until then the level gate guards."""
+    assert not EchoCanceller(FarEndReference()).converged
+    _, canceller = run(mixture(speech("q01.wav")[: SPEECH_RATE // 2], None, 0.06, 6.0))
+    assert canceller.stats.far_frames > 0 and not canceller.converged
 
 
 def test_nothing_played_passes_through_unchanged() -> None:

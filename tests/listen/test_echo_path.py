@@ -27,7 +27,8 @@ class SpeakerLike:
 def test_aec_taps_the_speakers_player_and_cleans_blocks() -> None:
     sink = SpeakerLike()
     path = open_echo_path(Config.load(env={}), sink)
-    assert path.mode == "aec" and path.canceller is not None and path.gate_open()
+    assert path.mode == "aec" and path.canceller is not None
+    assert not path.gate_open()  # AEC3 has not adapted to any far end yet: the level gate guards meanwhile
     assert sink.player.reference is path.canceller.reference
     sink.player.reference.push(np.zeros(160, np.float32), 16_000, 10.0)  # something (silence) was played
     cleaned = path.clean(AudioBlock(np.full(512, 0.01, np.float32), 10.1))

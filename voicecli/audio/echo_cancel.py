@@ -74,6 +74,10 @@ HEARD_DBFS: Final = -55.0
 UNCLEAR_LIMIT: Final = 4
 """Consecutive windows that hear the far end but give no clear delay before the canceller is untrusted."""
 
+CONVERGE_S: Final = 1.5
+"""Far-end audio AEC3 must have processed (since it started or was reset) before its output is relied on: an adapting
+filter lets the first fraction of a second of echo through, which the voice detector would take for the user."""
+
 
 class EchoCancellerUnavailable(RuntimeError):
     """The AEC binding cannot be loaded; the message says how to install it."""
@@ -180,8 +184,14 @@ class EchoCanceller:
         self.delay: DelayEstimate | None = None
         """The latest clear bulk-delay estimate (None until the far end has been heard)."""
         self._unclear = 0
+        self._adapted = 0  # far-end frames processed since AEC3 started or was reset
         self.trusted = True
         """False while the far end is heard but its delay cannot be estimated: use the level gate meanwhile."""
+
+    @property
+    def converged(self) -> bool:
+        """True once AEC3 has adapted to CONVERGE_S of far-end audio since it started or was reset."""
+        return self._adapted * FRAME >= CONVERGE_S * self.rate
 
     @property
     def delay_s(self) -> float | None:
@@ -229,6 +239,7 @@ class EchoCanceller:
             stats.frames += 1
             if rms_dbfs(far[i : i + FRAME]) > FAR_ACTIVE_DBFS:
                 stats.far_frames += 1
+                self._adapted += 1
                 stats.in_energy += float(np.sum(np.square(before[i : i + FRAME], dtype=np.float64)))
                 stats.out_energy += float(np.sum(np.square(after[i : i + FRAME], dtype=np.float64)))
 
@@ -271,3 +282,4 @@ class EchoCanceller:
                      estimate.clarity, shift / self.rate * 1000)
             self._shift = shift
             self._apm.reset()
+            self._adapted = 0

@@ -46,8 +46,9 @@ class EchoPath:
         return AudioBlock(samples, at)
 
     def gate_open(self) -> bool:
-        """True while the canceller is trusted: the level gate then lets everything through."""
-        return self.canceller is not None and self.canceller.trusted
+        """True while the canceller is trusted and has adapted to the room (its first ~1.5 s of far end lets echo
+        through): the level gate then lets everything through. Until then the gate guards, as with "gate"."""
+        return self.canceller is not None and self.canceller.trusted and self.canceller.converged
 
 
 def open_echo_path(config: Config, sink: object) -> EchoPath:
