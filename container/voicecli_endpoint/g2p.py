@@ -19,7 +19,8 @@ import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -112,6 +113,49 @@ def _prepared(text: str) -> tuple[list[list[str]], int]:
     return segments, work
 
 
+@dataclass(frozen=True)
+class Spelled:
+    """A text's phonemes (as `Phonemizer.__call__` gives them) with the word each character belongs to.
+
+    `words` are the text's words as misaki tokenized them, one per run of tokens between spaces ("Hello," is one);
+    `owner[i]` is the index in `words` of the word phonemes[i] spells, or -1 for a space between words. None when
+    the phonemes could not be traced back to words (the word times are then left out, never guessed)."""
+
+    phonemes: str
+    words: tuple[str, ...] = ()
+    owner: tuple[int, ...] | None = None
+
+
+def spell_words(tokens: Sequence[Any], unknown: str = UNKNOWN) -> list[tuple[str, str]]:
+    """misaki's tokens as (word, its phonemes): tokens joined until one is followed by whitespace, as misaki joins
+    their phonemes into its result (`phonemes + whitespace` per token)."""
+    words: list[tuple[str, str]] = []
+    text = phonemes = ""
+    for token in tokens:
+        text += str(token.text)
+        phonemes += unknown if token.phonemes is None else str(token.phonemes)
+        if token.whitespace:
+            words.append((text, phonemes))
+            text = phonemes = ""
+    if text or phonemes:
+        words.append((text, phonemes))
+    return words
+
+
+def owners_of(words: Sequence[tuple[str, str]], phonemes: str, unknown: str = UNKNOWN) -> tuple[int, ...] | None:
+    """Per character of `phonemes` (spaces normalized), the index of the word it spells (-1: a space); None when
+    the words' phonemes do not make up exactly `phonemes`."""
+    owner: list[int] = []
+    parts: list[str] = []
+    for index, (_, spelled) in enumerate(words):
+        for part in spelled.replace(unknown, " ").split():
+            if owner:
+                owner.append(-1)
+            owner.extend([index] * len(part))
+            parts.append(part)
+    return tuple(owner) if " ".join(parts) == phonemes else None
+
+
 class Phonemizer:
     """misaki `en.G2P(trf=False, british=False)` with the espeak fallback when it loads.
 
@@ -140,13 +184,20 @@ class Phonemizer:
         `between` is called before each segment (see `prepare`) and may raise to abandon the rest: a cancelled
         request stops within one segment's time.
         """
+        return self.spell(text, between).phonemes
+
+    def spell(self, text: str, between: Callable[[], None] | None = None) -> Spelled:
+        """`__call__`'s phonemes with the word each of their characters spells (for word times)."""
         # misaki glues sentences separated by newlines together ("Hi.\nBye." -> "hˈI.bˈI."), which would hide
         # the sentence boundary from the chunker, so all whitespace becomes single spaces (prepare splits on it).
         written: list[str] = []
+        words: list[tuple[str, str]] = []
         for segment in prepare(text):
             if between is not None:
                 between()
             with self._lock:
-                phonemes, _tokens = self._g2p(" ".join(segment))
+                phonemes, tokens = self._g2p(" ".join(segment))
             written.append(str(phonemes).replace(UNKNOWN, " "))
-        return " ".join(" ".join(written).split())
+            words.extend(spell_words(tokens or ()))
+        joined = " ".join(" ".join(written).split())
+        return Spelled(joined, tuple(word for word, _ in words), owners_of(words, joined))

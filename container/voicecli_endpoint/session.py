@@ -49,6 +49,8 @@ from voicecli.wire.protocol import (
     SynthesisRequest,
     SynthesisStart,
     Timings,
+    Words,
+    WordTiming,
     encode_message,
 )
 from voicecli_endpoint.audio_encoding import stream_encoder
@@ -305,9 +307,12 @@ class WebSocketSession:
             return
         try:
             pieces_of = self._synth.stream(self.key, request.text, request.voice, request.speed, pending.token,
-                                           first=pending.first, playout=self.playout)
+                                           first=pending.first, playout=self.playout, timed=request.word_timings)
+            piece_index, piece_start = -1, 0
             async with contextlib.aclosing(pieces_of) as stream:
                 async for piece in stream:
+                    if piece.index != piece_index:  # word times count from the piece's first sample sent
+                        piece_index, piece_start = piece.index, samples
                     engine_wait += piece.queue_wait_s
                     synthesis += piece.synthesis_s
                     pieces += 1
@@ -321,6 +326,11 @@ class WebSocketSession:
                         if first_audio is None:
                             first_audio = time.perf_counter() - pending.received
                     self.playout.add(time.monotonic(), len(piece.audio) / SAMPLE_RATE)
+                    if piece.words and not await self._send(Words(pending.request_id, tuple(
+                            WordTiming(word.text, (piece_start + word.start) * 1000 / SAMPLE_RATE,
+                                       (piece_start + word.end) * 1000 / SAMPLE_RATE) for word in piece.words)),
+                            pending):
+                        return
             started = time.perf_counter()
             tail = encoder.flush()
             encoding += time.perf_counter() - started

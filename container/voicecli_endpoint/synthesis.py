@@ -19,9 +19,10 @@ import numpy as np
 from voicecli.wire.playout import Playout
 from voicecli.wire.protocol import SAMPLE_RATE
 from voicecli_endpoint.chunking import ChunkPolicy, chunk_phonemes
-from voicecli_endpoint.engines.base import Audio, Engine
-from voicecli_endpoint.g2p import Phonemizer
+from voicecli_endpoint.engines.base import Audio, Engine, TimedAudio
+from voicecli_endpoint.g2p import Phonemizer, Spelled
 from voicecli_endpoint.scheduler import CancelToken, FairScheduler, JobDropped, Stepper, Timed
+from voicecli_endpoint.word_timing import WordSpan, char_starts, piece_owners, spans
 
 log = logging.getLogger(__name__)
 
@@ -72,16 +73,22 @@ class SilenceTrimmer:
         self._held: list[Audio] = []
         """Samples not yet known to be kept: all of them before the first sound, the trailing silence after."""
         self._sounded = False
+        self._fed = 0
+        self.lead_dropped = 0
+        """Samples dropped before the first one kept (word times are shifted by it)."""
 
     def feed(self, audio: Audio) -> Audio:
         """The samples of `audio` (and of earlier parts) that are now known to be kept."""
         loud = np.flatnonzero(np.abs(audio) > 10 ** (SILENCE_DBFS / 20))
+        self._fed += len(audio)
         if loud.size == 0:
             self._held.append(audio)
             return audio[:0]
         held = np.concatenate([*self._held, audio]) if self._held else audio
         first, last = int(loud[0]) + len(held) - len(audio), int(loud[-1]) + len(held) - len(audio)
         start = 0 if self._sounded else max(0, first - self._lead_keep)
+        if not self._sounded:
+            self.lead_dropped = self._fed - len(held) + start
         self._sounded = True
         self._held = [held[last + 1:]]
         return held[start: last + 1]
@@ -103,6 +110,9 @@ class Piece:
     queue_wait_s: float
     synthesis_s: float
     """Inference time of this piece, plus G2P time for the first one."""
+    words: tuple[WordSpan, ...] = ()
+    """With the last audio of a piece, when word times were asked for: the words starting in the piece, in
+    samples from the piece's first sample sent."""
 
 
 @dataclass
@@ -126,6 +136,15 @@ class Synthesizer:
 
         return chunk_phonemes(self.phonemizer(text, unless_cancelled), self.policy)
 
+    def spelled_pieces_of(self, text: str, token: CancelToken | None = None) -> tuple[Spelled, list[str]]:
+        """`pieces_of` with the spelling they were cut from (which word each phoneme spells)."""
+        def unless_cancelled() -> None:
+            if token is not None and token.cancelled:
+                raise JobDropped
+
+        spelled = self.phonemizer.spell(text, unless_cancelled)
+        return spelled, chunk_phonemes(spelled.phonemes, self.policy)
+
     def synthesize_now(self, text: str, voice: str, speed: float) -> list[Audio]:
         """Every piece of `text`, synchronously on the calling thread (warm-up and in-process measurement)."""
         return [self.engine.synthesize_phonemes(p, voice, speed) for p in self.pieces_of(text)]
@@ -142,52 +161,76 @@ class Synthesizer:
 
     async def stream(
         self, key: Hashable, text: str, voice: str, speed: float, token: CancelToken | None = None, *,
-        first: bool = True, playout: Playout | None = None,
+        first: bool = True, playout: Playout | None = None, timed: bool = False,
     ) -> AsyncGenerator[Piece, None]:
         """The audio of `text`, piece by piece. Raises scheduler.JobDropped when cancelled or dropped.
 
         `first`: this text starts a turn (every POST does; a WebSocket session says when), so its G2P and first
-        piece go ahead of other work. `playout`: the session's listener, which ranks its later pieces.
+        piece go ahead of other work. `playout`: the session's listener, which ranks its later pieces. `timed`:
+        the last Piece of each piece carries its words' times (voicecli_endpoint.word_timing).
         """
-        prepared = await self.scheduler.submit(key, lambda: self.pieces_of(text, token), token, first=first,
+        prepared = await self.scheduler.submit(key, lambda: self.spelled_pieces_of(text, token), token, first=first,
                                                playout=playout)
+        spelled, pieces = prepared.value
+        owners = piece_owners(spelled, pieces) if timed else [None] * len(pieces)
         extra_wait, extra_run = prepared.queue_wait_s, prepared.run_s
-        last = len(prepared.value) - 1
-        for index, phonemes in enumerate(prepared.value):
+        last = len(pieces) - 1
+        timed_up_to = -1  # the last word already timed
+        for index, phonemes in enumerate(pieces):
             trimmer = SilenceTrimmer(SAMPLE_RATE, tail_keep_s=tail_keep_s(text) if index == last else TAIL_KEEP_S)
             starts_turn = first and index == 0
-            async for done, complete in self._synthesize(key, phonemes, voice, speed, token, in_parts=starts_turn):
-                audio = trimmer.feed(done.value)
+            kept = 0
+            durations: TimedAudio | None = None
+            async for done, complete in self._synthesize(key, phonemes, voice, speed, token, in_parts=starts_turn,
+                                                         timed=owners[index] is not None):
+                raw, timing = done.value
+                durations = timing if timing is not None else durations
+                audio = trimmer.feed(raw)
                 if complete:
                     audio = np.concatenate([audio, trimmer.finish()])
                 extra_wait, extra_run = extra_wait + done.queue_wait_s, extra_run + done.run_s
-                if audio.size == 0:  # silence held back (or a piece with no samples): nothing to send yet
+                kept += audio.size
+                words: tuple[WordSpan, ...] = ()
+                owner = owners[index]
+                if complete and owner is not None and durations is not None and len(durations.durations):
+                    starts = char_starts(phonemes, durations.symbols, durations.durations)
+                    words = tuple(spans(spelled, owner, starts, timed_up_to, trimmer.lead_dropped, kept))
+                    timed_up_to = max([timed_up_to, *(word.index for word in words)])
+                if audio.size == 0 and not words:  # silence held back (or no samples): nothing to send yet
                     continue
-                yield Piece(audio, index, phonemes, extra_wait, extra_run)
+                yield Piece(audio, index, phonemes, extra_wait, extra_run, words)
                 extra_wait = extra_run = 0.0
             self.pieces_synthesized += 1
-        if not prepared.value:  # the user's words are theirs: their text is logged at DEBUG only
+        if not pieces:  # the user's words are theirs: their text is logged at DEBUG only
             log.info("a text of %d characters has nothing speakable: the answer holds no audio", len(text))
             log.debug("nothing speakable in %r", text[:80])
 
     async def _synthesize(self, key: Hashable, phonemes: str, voice: str, speed: float, token: CancelToken | None, *,
-                          in_parts: bool) -> AsyncGenerator[tuple[Timed[Audio], bool], None]:
-        """One piece as scheduler jobs: (its audio, whether the piece is complete with it), once or part by part.
+                          in_parts: bool, timed: bool = False
+                          ) -> AsyncGenerator[tuple[Timed[tuple[Audio, TimedAudio | None]], bool], None]:
+        """One piece as scheduler jobs: ((its audio, its durations or None), whether the piece is complete with it),
+        once or part by part. Durations only when `timed`, and with the first part.
 
         `in_parts` (a turn's first piece, with an engine that can): one job per part, the first ranked first, the
-        later ones by the listener's buffered audio like any piece (decoder_parts.py says why).
+        later ones by the listener's buffered audio like any piece (decoder_parts.py says why). A timed piece is
+        never batched with others' (the batch call gives no durations).
         """
         if not (in_parts and self.engine.parts):
+            if timed:
+                timing = await self.scheduler.submit(key, partial(self.engine.synthesize_timed, phonemes, voice, speed),
+                                                     token, first=in_parts)
+                yield Timed((timing.value.audio, timing.value), timing.queue_wait_s, timing.run_s), True
+                return
             synthesize = partial(self.engine.synthesize_phonemes, phonemes, voice, speed)
             done = await self.scheduler.submit(key, synthesize, token, first=in_parts, item=(phonemes, voice, speed))
-            yield done, True
+            yield Timed((done.value, None), done.queue_wait_s, done.run_s), True
             return
-        parts = Stepper(self.engine.synthesize_parts(phonemes, voice, speed))
+        parts = Stepper(self.engine.synthesize_parts_timed(phonemes, voice, speed))
         try:
             part = await self.scheduler.submit(key, parts.step, token, first=True)
             while True:
-                audio, last = part.value
-                yield Timed(audio, part.queue_wait_s, part.run_s), last
+                audio, last, durations = part.value
+                yield Timed((audio, durations if timed else None), part.queue_wait_s, part.run_s), last
                 if last:
                     return
                 part = await self.scheduler.submit(key, parts.step, token)

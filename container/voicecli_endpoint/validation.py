@@ -184,8 +184,15 @@ def _timestamp(obj: Mapping[str, Any], request_id: RequestId | None) -> float | 
     raise ProtocolError(ErrorCode.BAD_FIELD, "request_timestamp must be a number or a string", request_id)
 
 
+def _word_timings(obj: Mapping[str, Any], request_id: RequestId | None) -> bool:
+    value = obj.get("word_timings", False)
+    if not isinstance(value, bool):
+        raise ProtocolError(ErrorCode.BAD_FIELD, f"word_timings must be true or false, got {shown(value)}", request_id)
+    return value
+
+
 _REQUEST_FIELDS = frozenset(
-    {"type", "text", "voice", "speed", "request_id", "format", "request_timestamp", "sample_rate"}
+    {"type", "text", "voice", "speed", "request_id", "format", "request_timestamp", "sample_rate", "word_timings"}
 )
 
 
@@ -201,6 +208,7 @@ def _synthesis_request(
         format=_format(obj, request_id, AUDIO_FORMATS, DEFAULTS.format),
         request_timestamp=_timestamp(obj, request_id),
         sample_rate=_sample_rate(obj, request_id),
+        word_timings=_word_timings(obj, request_id),
         extra={k: v for k, v in obj.items() if k not in _REQUEST_FIELDS},
     )
 

@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import itertools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,17 +25,21 @@ from tests.conftest import RunningServer
 from tests.fakes.endpoint import InProcessEndpoint
 from tests.fakes.llm import PausableLLM, Reply, ScriptedLLM
 from tests.fakes.tts import ToneTransport, audio_seconds
+from tests.pulse import PrivatePulse
 from tests.standins import bedrock as standin
 from tests.standins.bedrock import BedrockStandIn
 from voicecli.audio.pcm import pcm16_to_float32
 from voicecli.config import Config
 from voicecli.converse.pipeline import (
+    Hold,
     PipelineEvent,
     PipelineSettings,
     SentenceQueued,
+    SentenceWords,
     TurnFailed,
     TurnFinished,
     VoicePipeline,
+    WordSpoken,
 )
 from voicecli.converse.timeline import Mark
 from voicecli.llm.bedrock import BedrockLLM
@@ -410,3 +415,139 @@ async def test_fake_endpoint_turns_and_a_barge_in_over_the_real_websocket(fake_e
         third = await asyncio.wait_for(turns.pipeline.turn("Something else?"), 30)
         assert not third.interrupted and "first_audio_byte" in third.marks and not turns.of(TurnFailed)
         assert isinstance(turns.transport, WebSocketTransport) and turns.transport.reconnects == 0
+
+
+# --- what was heard of an interrupted answer (converse/heard.py): the history keeps the words played ------------
+
+BARGED = ["The Moon orbits the Earth about once a month.", " It has no air and no liquid water.", " People first"]
+
+
+class PositionSink(CollectingSink):
+    """A collecting sink whose play position the test sets: where a listener is in the answer at a barge-in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.position_s = 0.0
+
+    def played_s(self, answer_id: str) -> float | None:
+        return self.position_s
+
+
+async def barge_in_at(turns: FakeTurns, position: Callable[[FakeTurns], float]) -> TurnFinished:
+    """Speak BARGED's two sentences, set the sink's play position from what arrived, barge in there."""
+    sink = PositionSink()
+    turns.sink = turns.pipeline.sink = sink
+    task = asyncio.create_task(turns.pipeline.turn("Tell me about the Moon."))
+    for _ in range(2000):  # both sentences' audio arrived and was decoded (the pipeline's own marks say so)
+        current = turns.pipeline._current
+        if current is not None and [s.done is not None for s in current.sentences] == [True, True]:
+            break
+        await asyncio.sleep(0.005)
+    sink.position_s = position(turns)
+    if turns.of(SentenceWords):  # the caption catches up with the position before the barge-in
+        for _ in range(400):
+            if any(e.index == 1 for e in turns.of(WordSpoken)):
+                break
+            await asyncio.sleep(0.005)
+    await turns.pipeline.interrupt()
+    await asyncio.wait_for(task, 10)
+    finished = turns.of(TurnFinished)
+    assert len(finished) == 1 and finished[0].interrupted and finished[0].cut is not None
+    return finished[0]
+
+
+async def test_fake_a_barge_in_keeps_in_the_history_the_words_played() -> None:
+    never = asyncio.Event()
+    async with FakeTurns(Reply(BARGED, hold_at=3, release=never), transport=ToneTransport(words=True)) as turns:
+        first_s = tone_s(BARGED[0])
+
+        def inside_the_fifth_word(turns: FakeTurns) -> float:
+            words = [e for e in turns.of(SentenceWords) if e.index == 1][-1].words
+            assert [w.w for w in words][4] == "and"
+            return first_s + (words[4].start_ms + words[4].end_ms) / 2000
+
+        finished = await barge_in_at(turns, inside_the_fifth_word)
+    assert all(request.word_timings for request in turns.tones.sent)
+    heard = "The Moon orbits the Earth about once a month. It has no air and"
+    assert finished.spoken == heard
+    assert pipeline_history(turns)[-1] == heard + "…"
+    cut = finished.cut
+    assert cut is not None and cut.sentence == 1 and cut.words is not None and cut.words.by == "timings"
+    assert cut.words_played == 9 + 5 and cut.played_s == pytest.approx(turns.sink.played_s("") or 0.0)
+    spoken = [(e.index, e.word) for e in turns.of(WordSpoken)]
+    assert spoken and spoken == sorted(spoken)  # the caption moved forward only
+
+
+async def test_fake_without_word_times_a_barge_in_keeps_the_played_fraction() -> None:
+    never = asyncio.Event()
+    async with FakeTurns(Reply(BARGED, hold_at=3, release=never)) as turns:
+        first_s, second_s = tone_s(BARGED[0]), tone_s(BARGED[1].strip())
+        finished = await barge_in_at(turns, lambda turns: first_s + second_s / 2)
+    # Half of "It has no air and no liquid water." (34 characters) is inside "and": the words begun by then.
+    assert finished.spoken == "The Moon orbits the Earth about once a month. It has no air and"
+    assert finished.cut is not None and finished.cut.words is not None and finished.cut.words.by == "fraction"
+    assert not turns.of(SentenceWords) and not turns.of(WordSpoken)
+
+
+async def test_fake_a_barge_in_before_any_sound_keeps_nothing_of_the_answer() -> None:
+    never = asyncio.Event()
+    async with FakeTurns(Reply(BARGED, hold_at=3, release=never), transport=ToneTransport(words=True)) as turns:
+        finished = await barge_in_at(turns, lambda turns: 0.0)
+    assert finished.spoken == "" and finished.cut is not None and finished.cut.sentence is None
+    assert pipeline_history(turns) == ["Tell me about the Moon."]
+
+
+def pipeline_history(turns: FakeTurns) -> list[str]:
+    return [message.content for message in turns.pipeline.history.all_messages()]
+
+
+@pytest.mark.slow
+async def test_a_barge_in_on_the_speaker_keeps_the_words_the_speaker_played(
+        server: RunningServer, pulse: PrivatePulse) -> None:
+    """Real endpoint (Kokoro ONNX), real MP3 decode, the speaker on the private PulseAudio: a barge-in mid-answer
+    keeps in the history the words that were played. What was played is taken from the recording of the virtual
+    speaker, not from the pipeline: the words begun by the end of the recorded sound must be the history's, to
+    within one word."""
+    from voicecli.playback.player import Player
+    from voicecli.playback.speaker import Speaker
+
+    answer = ["The Moon orbits the Earth about once a month.", " It has no air and no liquid water at all.",
+              " People first walked on it in nineteen sixty nine."]
+    async with FakeTurns(Reply(answer), transport=WebSocketTransport(server.http_url)) as turns:
+        recorder = pulse.record(rate=48_000)
+        await asyncio.sleep(0.3)  # parec's first buffers
+        speaker = Speaker(Player())
+        turns.sink = turns.pipeline.sink = speaker  # type: ignore[assignment]
+        try:
+            # Held (a speculative turn) until all its audio is in, so that it then plays without a gap: two cores
+            # synthesize slower than real time, and the recording's length must be the audio's.
+            hold = Hold()
+            task = asyncio.create_task(turns.pipeline.turn("Tell me about the Moon.", hold=hold))
+            for _ in range(6000):
+                current = turns.pipeline._current
+                if current is not None and current.llm_finished.is_set() and current.sentences and all(
+                        sentence.done is not None for sentence in current.sentences):
+                    break
+                await asyncio.sleep(0.01)
+            hold.release()
+            await asyncio.sleep(3.2)  # into the second sentence
+            await turns.pipeline.interrupt()
+            await asyncio.wait_for(task, 30)
+            await asyncio.sleep(0.3)
+        finally:
+            speaker.close()
+        captured = recorder.stop()
+    finished = turns.of(TurnFinished)[-1]
+    cut = finished.cut
+    assert finished.interrupted and cut is not None and cut.sentence is not None and cut.words is not None
+    loud = np.flatnonzero(np.abs(captured) > 1e-3)
+    recorded_s = (loud[-1] - loud[0] + 1) / 48_000
+    words = [e for e in turns.of(SentenceWords) if e.index == cut.sentence][-1].words
+    into_ms = (recorded_s - (cut.played_s - cut.sentence_played_s)) * 1000
+    recorded_count = sum(1 for word in words if word.start_ms < into_ms)
+    print(f"MEASURE barge_in position {cut.played_s:.3f} s, recorded {recorded_s:.3f} s; words kept "
+          f"{cut.words.count}, begun in the recording {recorded_count}; spoken {finished.spoken!r}")
+    assert cut.words.by == "timings" and abs(cut.words.count - recorded_count) <= 1
+    said = [text.strip() for text in answer]
+    assert finished.spoken == " ".join([*said[: cut.sentence], *said[cut.sentence].split()[: cut.words.count]])
+    assert turns.pipeline.history.all_messages()[-1].content == finished.spoken + "…"

@@ -68,6 +68,17 @@ def test_explicit_type_and_round_trip() -> None:
     assert parse_client_message(encode_message(request), voices=VOICES) == request
 
 
+def test_word_timings_are_asked_for_with_a_boolean_only() -> None:
+    asked = parse({"text": "Hi.", "word_timings": True})
+    assert isinstance(asked, SynthesisRequest) and asked.word_timings and "word_timings" not in asked.extra
+    assert parse_client_message(encode_message(asked), voices=VOICES) == asked
+    plain = parse({"text": "Hi."})
+    assert isinstance(plain, SynthesisRequest) and not plain.word_timings
+    with pytest.raises(ProtocolError) as refused:
+        parse({"text": "Hi.", "word_timings": "yes"})
+    assert refused.value.code == ErrorCode.BAD_FIELD
+
+
 def test_cancel_and_close() -> None:
     assert parse({"type": "cancel"}) == Cancel(None)
     assert parse({"type": "cancel", "request_id": "a"}) == Cancel("a")

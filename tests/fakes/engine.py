@@ -24,7 +24,8 @@ import time
 from collections.abc import Generator, Iterator
 
 import numpy as np
-from voicecli_endpoint.engines.base import Audio, Engine
+from voicecli_endpoint.engines.base import Audio, Engine, TimedAudio
+from voicecli_endpoint.engines.decoder_parts import FRAME_SAMPLES
 
 from tests.fakes.tones import tone
 
@@ -74,6 +75,25 @@ class ToneEngine(Engine):
         for index, part in enumerate(slices):
             self._step(phonemes, voice, speed)
             yield part, index == len(slices) - 1
+
+    def synthesize_timed(self, phonemes: str, voice: str, speed: float) -> TimedAudio:
+        """The tone with durations as Kokoro gives them: every symbol (spaces too) a share of the tone's frames,
+        no boundary frames, so word times are exact for the tone."""
+        return self._timed(self.synthesize_phonemes(phonemes, voice, speed), phonemes)
+
+    def synthesize_parts_timed(self, phonemes: str, voice: str, speed: float
+                               ) -> Generator[tuple[Audio, bool, TimedAudio | None]]:
+        first = True
+        for part, last in self.synthesize_parts(phonemes, voice, speed):
+            yield part, last, self._timed(self._tone(phonemes, voice, speed), phonemes, part[:0]) if first else None
+            first = False
+
+    @staticmethod
+    def _timed(audio: Audio, phonemes: str, carried: Audio | None = None) -> TimedAudio:
+        frames = round(len(audio) / FRAME_SAMPLES)
+        cuts = np.round(np.linspace(0, frames, len(phonemes) + 1)).astype(np.int64)
+        durations = np.concatenate([[0], np.diff(cuts), [0]]).astype(np.int64)
+        return TimedAudio(audio if carried is None else carried, durations, phonemes)
 
     def _tone(self, phonemes: str, voice: str, speed: float) -> Audio:
         symbols = sum(1 for symbol in phonemes if not symbol.isspace())

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from voicecli_endpoint.g2p import Spelled
+
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+")
 
 
@@ -32,3 +34,12 @@ class FakePhonemizer:
                 between()
             written.append(sentence.lower())
         return " ".join(" ".join(written).split())
+
+    def spell(self, text: str, between: Callable[[], None] | None = None) -> Spelled:
+        """The call's phonemes with their words: each text word is spelled as itself, lower-cased."""
+        phonemes = self(text, between)
+        words = tuple(text.split())
+        owner: list[int] = []
+        for index, word in enumerate(phonemes.split()):
+            owner.extend(([-1] if owner else []) + [index] * len(word))
+        return Spelled(phonemes, words, tuple(owner) if len(words) == len(phonemes.split()) else None)

@@ -11,7 +11,9 @@ A test steers it with:
 - `gate`: cleared, no request gets its first audio byte until it is set again (a slow endpoint, or an endpoint
   that went quiet: with a short stall timeout the pipeline must give up with advice);
 - `chunk_delay_s`: a pause before each audio chunk (audio arriving over time, so a barge-in can land mid-answer);
-- `failures`: a text containing one of its keys is refused with that error code instead of answered.
+- `failures`: a text containing one of its keys is refused with that error code instead of answered;
+- `words`: a request that asks for word times gets them (`word_times`: each word a share of the tone by its
+  characters), as the session protocol's transports give them.
 What it was asked is kept in `sent` and `cancels`.
 """
 
@@ -28,11 +30,12 @@ from voicecli.tts.base import (
     AudioDone,
     AudioFailed,
     AudioStart,
+    AudioWords,
     SpeechRequest,
     TransportError,
     TTSTransport,
 )
-from voicecli.wire.protocol import SAMPLE_RATE, Timings
+from voicecli.wire.protocol import SAMPLE_RATE, Timings, WordTiming
 
 SECONDS_PER_CHAR = 0.02
 """About 50 characters a second: a little faster than speech, so a sentence's audio length still tracks its text."""
@@ -48,14 +51,31 @@ def audio_seconds(text: str) -> float:
     return max(MIN_SECONDS, round(len(text) * SECONDS_PER_CHAR, 3))
 
 
+def word_times(text: str) -> tuple[WordTiming, ...]:
+    """The word times of the tone answering `text`: each word (with the space after it) a share of the tone by its
+    characters, tiling it as the endpoint's do."""
+    words = text.split()
+    total_ms = audio_seconds(text) * 1000
+    weights = [len(word) + 1 for word in words]
+    times: list[WordTiming] = []
+    start = 0.0
+    for word, weight in zip(words, weights, strict=True):
+        end = start + total_ms * weight / sum(weights)
+        times.append(WordTiming(word, start, end))
+        start = end
+    return tuple(times)
+
+
 class ToneTransport(TTSTransport):
     """Answers each request with `audio_seconds(text)` of tone, in order (see the module docstring)."""
 
     name: ClassVar[str] = "tone"
     persistent: ClassVar[bool] = True
 
-    def __init__(self, *, chunk_delay_s: float = 0.0, failures: Mapping[str, str] | None = None) -> None:
+    def __init__(self, *, chunk_delay_s: float = 0.0, failures: Mapping[str, str] | None = None,
+                 words: bool = False) -> None:
         super().__init__()
+        self.words = words
         self.chunk_delay_s = chunk_delay_s
         self.failures = dict(failures or {})
         self.gate = asyncio.Event()
@@ -121,6 +141,8 @@ class ToneTransport(TTSTransport):
                 continue
             seconds = audio_seconds(request.text)
             self._emit(AudioStart(request.request_id, request.format, SAMPLE_RATE))
+            if self.words and request.word_timings:
+                self._emit(AudioWords(request.request_id, word_times(request.text)))
             if request.format == "pcm16":
                 data = pcm16_tone(seconds)
                 chunks = [data[at: at + PCM_CHUNK_BYTES] for at in range(0, len(data), PCM_CHUNK_BYTES)]

@@ -18,8 +18,11 @@ from voicecli.wire.protocol import (
     ProtocolError,
     ServerMessage,
     SynthesisComplete,
+    SynthesisRequest,
     SynthesisStart,
     Timings,
+    Words,
+    WordTiming,
     classify_frame,
     decode_pcm_frame,
     encode_message,
@@ -88,3 +91,19 @@ def test_loopback_hosts(host: str, loopback: bool) -> None:
     assert is_loopback_host(host) is loopback
 
 
+
+
+def test_words_round_trip_and_are_asked_for_only_on_request() -> None:
+    words = Words("r1", (WordTiming("Hello,", 0.0, 412.5), WordTiming("world.", 412.5, 980.0)))
+    assert parse_server_message(encode_message(words)) == words
+    assert json.loads(encode_message(words))["words"][0] == {"w": "Hello,", "start_ms": 0.0, "end_ms": 412.5}
+    # An old client's request never names the field, so its server never sends a frame type it does not know.
+    assert "word_timings" not in SynthesisRequest("Hi.").to_dict()
+    assert SynthesisRequest("Hi.", word_timings=True).to_dict()["word_timings"] is True
+
+
+@pytest.mark.parametrize("word", ['{"w": "a", "start_ms": 5, "end_ms": 2}', '{"w": "a", "start_ms": -1, "end_ms": 2}',
+                                  '{"w": "a", "end_ms": 2}', '"a"'])
+def test_bad_word_times_are_refused(word: str) -> None:
+    with pytest.raises(ProtocolError):
+        parse_server_message(f'{{"type": "words", "request_id": "r", "words": [{word}]}}')

@@ -7,7 +7,10 @@ In bidi mode every sentence goes to TTS the moment the segmenter completes it, o
 transport, while the LLM keeps generating: speech starts after the first sentence, not after the whole answer.
 In batch mode the whole answer is collected first and sent as one request: the slow baseline, kept so the
 difference can be felt and measured. Interruptions (barge-in) overtake everything: they stop playback at once,
-cancel the LLM stream and every pending synthesis on the same connection, and keep in history only what was spoken.
+cancel the LLM stream and every pending synthesis on the same connection, and keep in history only what was heard:
+the sentences played and, of the one cut, the words played (the endpoint's word times against the sink's play
+position, else the played fraction of its audio: voicecli.converse.heard). TurnFinished carries that text and where
+the cut fell, for the UI and `voicecli bench duplex`.
 
 A turn may start speculatively, behind a Hold: the answer to a pause's draft transcript is generated, synthesized
 and decoded, but its audio and its UI events are held back and its question is not yet in the history. Released
@@ -19,6 +22,7 @@ Nothing here polls. The TTS events are read by the shared `voicecli.tts.consumer
 event or when the turn's set of sentences changes; the sink wakes the turn (`AudioSink.watch`, from its audio
 thread through `loop.call_soon_threadsafe`) when an answer's first sample is heard and when everything written has
 played; the UI receives every change as a typed event through `on_event` (each `Mark` carries its turn's timeline).
+The one timer is the caption's: it wakes at the next word's predicted start to tell the UI the word being played.
 """
 
 from __future__ import annotations
@@ -36,15 +40,16 @@ from voicecli.audio.mp3_decode import Mp3DecodeError
 from voicecli.audio.pcm import Samples
 from voicecli.audio.streams import answer_decoder
 from voicecli.audio_devices import AudioDeviceError
+from voicecli.converse.heard import HeardCut, SentencePlay, current_word, cut_at, locate
 from voicecli.converse.segmentation import Segmenter
 from voicecli.converse.speakable import speakable_text
 from voicecli.converse.timeline import Mark, SentenceMarks, SpeculationCounts, TurnTimeline
 from voicecli.llm.base import LLM, ChatMessage, LLMError, StreamEnd, TextDelta
 from voicecli.llm.history import Conversation
-from voicecli.playback.sinks import AudioSink
+from voicecli.playback.sinks import AudioSink, PlayPosition
 from voicecli.tts.base import AudioFailed, SpeechRequest, TransportError, TTSTransport
 from voicecli.tts.consumer import AudioConsumer, RequestAudio, Stalled
-from voicecli.wire.protocol import SAMPLE_RATE
+from voicecli.wire.protocol import SAMPLE_RATE, WordTiming
 
 # --- typed events for the UI (like Pipecat frames: data flows one way, interruptions overtake it) --------------
 
@@ -79,12 +84,36 @@ class SentenceAudio:
 
 
 @dataclass(frozen=True)
+class SentenceWords:
+    """Word times of a sentence arrived (more may follow for a long one): the UI captions it with them. `words` are
+    all its words timed so far, in ms from the start of the sentence's audio."""
+
+    turn_id: int
+    index: int
+    words: tuple[WordTiming, ...]
+
+
+@dataclass(frozen=True)
+class WordSpoken:
+    """The word being played now (the caption's highlight): word `word` of sentence `index`, as the endpoint's word
+    times count them. Sent when it changes, at most CAPTION_HZ times a second."""
+
+    turn_id: int
+    index: int
+    word: int
+
+
+@dataclass(frozen=True)
 class TurnFinished:
+    """A turn ended. `spoken` is what the listener heard (the whole answer unless interrupted); after an
+    interruption `cut` says where it was cut (the play position, the sentence, the words heard of it), else None."""
+
     turn_id: int
     timeline: TurnTimeline
     answer: str
     spoken: str
     interrupted: bool
+    cut: HeardCut | None = None
 
 
 @dataclass(frozen=True)
@@ -103,8 +132,14 @@ class Speculation:
 
 
 PipelineEvent = (
-    TurnStarted | AssistantDelta | SentenceQueued | SentenceAudio | TurnFinished | TurnFailed | Speculation | Mark
+    TurnStarted | AssistantDelta | SentenceQueued | SentenceAudio | SentenceWords | WordSpoken | TurnFinished
+    | TurnFailed | Speculation | Mark
 )
+
+CAPTION_HZ = 15.0
+"""Most WordSpoken events a second: a caption faster than this is not read, and each one redraws the UI."""
+CAPTION_IDLE_S = 0.25
+"""Longest wait between two looks at the play position while the answer plays without word times to wait for."""
 
 
 class Hold:
@@ -177,6 +212,14 @@ class _Turn:
     held_events: list[PipelineEvent] = field(default_factory=list)
     llm_paused: bool = False
     """The embedded LLM is paused while the first sentence is synthesized (PipelineSettings)."""
+    starts: dict[int, float] = field(default_factory=dict)
+    """Where each sentence's audio starts in the answer's audio (seconds of samples written before it)."""
+    written_s: float = 0.0
+    """Seconds of the answer's audio decoded so far (written to the sink, or held)."""
+    cut: HeardCut | None = None
+    """Where an interruption cut the answer: taken the moment the sink stopped."""
+    timed: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when word times or a new sentence's audio arrive: what the caption's timer waits on between words."""
 
     @property
     def sentences(self) -> list[SentenceMarks]:
@@ -222,9 +265,18 @@ class _TurnAudio(AudioConsumer):
 
     def audio(self, entry: RequestAudio, samples: Samples) -> None:
         marks = self._marks(entry)
+        if marks.index not in self.turn.starts:
+            self.turn.starts[marks.index] = self.turn.written_s
+            self.turn.timed.set()
         marks.audio_s += samples.size / SAMPLE_RATE
+        self.turn.written_s += samples.size / SAMPLE_RATE
         self.turn.heard.add(marks.index)
         self.pipeline._play(self.turn, samples)
+
+    def timed(self, entry: RequestAudio, words: tuple[WordTiming, ...]) -> None:
+        marks = self._marks(entry)
+        self.turn.timed.set()
+        self.pipeline._emit(self.turn, SentenceWords(self.turn.timeline.turn_id, marks.index, tuple(entry.words)))
 
     def finished(self, entry: RequestAudio) -> None:
         marks = self._marks(entry)
@@ -314,6 +366,7 @@ class VoicePipeline:
         self._emit(turn, TurnStarted(turn_id, user_text, origin, mode))
         self._llm_task = asyncio.create_task(self._generate(turn, transport, context, batch=mode == "batch"))
         decider = None if hold is None else asyncio.create_task(self._decide(turn, hold, user_text))
+        caption = asyncio.create_task(self._caption(turn))
         try:
             await self._receive(turn, transport)
             await self._llm_task
@@ -330,6 +383,7 @@ class VoicePipeline:
         finally:
             self._current = None
             self._resume_llm(turn)
+            caption.cancel()
             if decider is not None:
                 decider.cancel()
         if turn.discarded:
@@ -338,14 +392,80 @@ class VoicePipeline:
         spoken = " ".join(s.text for s in turn.sentences if s.index in turn.heard)
         answer = "".join(turn.text)
         if turn.timeline.interrupted:
+            if turn.cut is None:  # cancelled by the caller, or stopped without interrupt(): the position now
+                turn.cut = self.heard_cut(turn)
+            spoken = turn.cut.spoken
             self.history.add_interrupted(spoken)
         elif turn.failure is None:
             self.history.add_assistant(answer)
         timeline.mark("turn_done")
         if turn.failure is not None:
             self._on_event(TurnFailed(turn_id, turn.failure))
-        self._on_event(TurnFinished(turn_id, timeline, answer, spoken, timeline.interrupted))
+        self._on_event(TurnFinished(turn_id, timeline, answer, spoken, timeline.interrupted,
+                                    turn.cut if timeline.interrupted else None))
         return timeline
+
+    def _plays(self, turn: _Turn) -> list[SentencePlay]:
+        """Every sentence of the turn with audio: where it starts in the answer's audio, and its word times."""
+        plays: list[SentencePlay] = []
+        audio = turn.audio
+        for rid, index in turn.request_index.items():
+            if index not in turn.starts:
+                continue
+            marks = turn.sentences[index]
+            entry = None if audio is None else audio.requests.get(rid)
+            words = () if entry is None else tuple(entry.words)
+            plays.append(SentencePlay(index, marks.text, turn.starts[index], marks.audio_s, words,
+                                      complete=entry is not None and entry.done is not None))
+        return sorted(plays, key=lambda play: play.start_s)
+
+    def played_s(self, turn: _Turn) -> float:
+        """Seconds of the turn's answer played so far: the sink's own count where it keeps one (the speaker), else
+        the time since its first audible sample, as a listener playing in real time would be; at most what was
+        written."""
+        if turn.hold is not None:
+            return 0.0
+        if isinstance(self.sink, PlayPosition):
+            position = self.sink.played_s(turn.answer_id)
+            if position is not None:
+                return min(turn.written_s, max(0.0, position))
+        first = self.sink.first_played(turn.answer_id)
+        if first is None:
+            return 0.0
+        return min(turn.written_s, max(0.0, time.monotonic() - first))
+
+    def heard_cut(self, turn: _Turn) -> HeardCut:
+        """What the listener has heard of the turn's answer at this moment (see voicecli.converse.heard)."""
+        return cut_at(self._plays(turn), self.played_s(turn))
+
+    async def _caption(self, turn: _Turn) -> None:
+        """Tell the UI the word being played each time it changes (WordSpoken), at most CAPTION_HZ times a second:
+        a timer set for the next word's start, re-reading the play position then (word times are predictions of
+        the audio; the position is the sink's)."""
+        shown: tuple[int, int] | None = None
+        while True:
+            turn.timed.clear()
+            wait: float | None = None
+            plays = self._plays(turn)
+            played = self.played_s(turn)
+            position = locate(plays, played)
+            if position is not None and plays[position].words:
+                play = plays[position]
+                into_ms = (played - play.start_s) * 1000
+                word = current_word(play.words, into_ms)
+                if word is not None and (play.index, word) != shown:
+                    shown = (play.index, word)
+                    self._emit(turn, WordSpoken(turn.timeline.turn_id, play.index, word))
+                upcoming = [w.start_ms for w in play.words if w.start_ms > into_ms]
+                wait = (upcoming[0] - into_ms) / 1000 if upcoming else CAPTION_IDLE_S
+            elif any(play.words for play in plays):  # between sentences, or before the first sound
+                wait = CAPTION_IDLE_S
+            if wait is None:  # nothing timed yet: wait for word times, no timer
+                await turn.timed.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(turn.timed.wait(), max(1 / CAPTION_HZ, wait))
+                await asyncio.sleep(1 / CAPTION_HZ if turn.timed.is_set() else 0)
 
     def _sink_moved(self) -> None:
         """The sink reported progress (on the event loop's thread by now): mark what was heard, wake the turn."""
@@ -397,6 +517,8 @@ class VoicePipeline:
         self.stop_audio()
         if turn is None:
             return
+        if turn.hold is None and turn.cut is None:
+            turn.cut = self.heard_cut(turn)  # the position the sink stopped at, before anything moves on
         turn.timeline.interrupted = True
         turn.moved.set()
         if turn.hold is not None:  # a speculative answer nobody heard: drop it without a trace
@@ -466,7 +588,8 @@ class VoicePipeline:
         turn.audio.track(request_id)
         self._emit(turn, SentenceQueued(timeline.turn_id, index, text))
         await transport.send(SpeechRequest(request_id, text, self.settings.voice, self.settings.speed,
-                                           "pcm16" if self.settings.audio_format == "pcm16" else "mp3"))
+                                           "pcm16" if self.settings.audio_format == "pcm16" else "mp3",
+                                           word_timings=True))  # what was heard of it, to the word (heard.py)
         marks.sent = time.monotonic()
         timeline.mark("tts_first_request_sent", marks.sent)
         if index == 0 and self.settings.pause_llm_for_first_audio:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from voicecli.audio.pcm import Samples
+from voicecli.wire.protocol import SAMPLE_RATE
 
 
 class AudioSink(Protocol):
@@ -51,6 +52,16 @@ class AudioSink(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class PlayPosition(Protocol):
+    """A sink that counts what it has played of each answer (the speaker). Optional: for any other sink the pipeline
+    takes the time since an answer's first audible sample instead."""
+
+    def played_s(self, answer_id: str) -> float | None:
+        """Seconds of this answer's audio that have reached the listener (None: none of it written)."""
+        ...
+
+
 class FirstWrites:
     """"First played" taken at an answer's first write, for sinks whose audio is not timed by a device (kept, or
     played under another id): stamps it and wakes the watcher (see AudioSink.watch)."""
@@ -74,10 +85,17 @@ class CollectingSink:
     def __init__(self) -> None:
         self.chunks: list[Samples] = []
         self._first = FirstWrites()
+        self._written: dict[str, int] = {}
 
     def write(self, samples: Samples, answer_id: str) -> None:
         self._first.stamp(answer_id)
         self.chunks.append(samples)
+        self._written[answer_id] = self._written.get(answer_id, 0) + samples.size
+
+    def played_s(self, answer_id: str) -> float | None:
+        """Everything written counts as played, as its first write counts as first played (PlayPosition)."""
+        written = self._written.get(answer_id)
+        return None if written is None else written / SAMPLE_RATE
 
     def watch(self, wake: Callable[[], None]) -> None:
         self._first.wake = wake

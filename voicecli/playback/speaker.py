@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +34,16 @@ class Speaker:
 
     def first_played(self, answer_id: str) -> float | None:
         return self.player.first_audible(answer_id)
+
+    def played_s(self, answer_id: str) -> float | None:
+        """Seconds of the answer played out of the DAC: what the device took, less what it still holds (a barge-in
+        reads this right after stop(), which flushes the device, so that part was never heard)."""
+        timing = self.player.timing(answer_id)
+        if timing is None:
+            return None
+        taken = timing.frames_played / self.player.stream_rate
+        still = 0.0 if timing.last_sample_at_dac is None else max(0.0, timing.last_sample_at_dac - time.monotonic())
+        return max(0.0, taken - still)
 
     def underruns(self, answer_id: str) -> int:
         timing = self.player.timing(answer_id)

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import ClassVar, Final, Self
 
 from voicecli.audio.mp3_frames import parse_header, split_frames
-from voicecli.wire.protocol import DEFAULTS, SAMPLE_RATE, AudioFormat, Timings
+from voicecli.wire.protocol import DEFAULTS, SAMPLE_RATE, AudioFormat, Timings, WordTiming
 
 MAX_MESSAGE_BYTES: Final = 1 << 20
 """Largest message a transport takes from the endpoint (1 MiB). The endpoint sends audio as whole MP3 frames grouped
@@ -102,6 +102,9 @@ class SpeechRequest:
     voice: str = "af_heart"
     speed: float = 1.0
     format: AudioFormat = "mp3"
+    word_timings: bool = False
+    """Ask for the words' times (AudioWords events). Only the session protocol has them (WebSocket, SageMaker
+    bidi); a transport without them ignores the wish, and its user falls back to the audio's length."""
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,17 @@ class AudioFailed:
     at: float = field(default_factory=time.monotonic)
 
 
-AudioEvent = AudioStart | AudioChunk | AudioDone | AudioFailed
+@dataclass(frozen=True)
+class AudioWords:
+    """When the words of one piece of a request are spoken, in ms from the start of the request's audio (as decoded:
+    the endpoint's times match the samples the client decodes). Only for a request that asked (`word_timings`)."""
+
+    request_id: str
+    words: tuple[WordTiming, ...]
+    at: float = field(default_factory=time.monotonic)
+
+
+AudioEvent = AudioStart | AudioChunk | AudioDone | AudioFailed | AudioWords
 
 log = logging.getLogger(__name__)
 

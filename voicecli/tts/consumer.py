@@ -5,8 +5,8 @@ A transport yields AudioStart, AudioChunk, AudioDone and AudioFailed for every r
 outstanding, when each one's first audio byte arrived, decoding its audio as it comes, when it finished or why it
 failed, which events belong to nothing it asked for (a cancelled request's audio still in flight, or a transport
 breaking its contract), and when the endpoint has gone quiet for too long. `AudioConsumer` does all of that once;
-its users say only what each happening means to them, by overriding the hooks (`first_byte`, `audio`, `finished`,
-`failed`).
+its users say only what each happening means to them, by overriding the hooks (`first_byte`, `audio`, `timed`,
+`finished`, `failed`).
 
 The set of requests may grow while it is being read (the pipeline sends sentence N+1 while N plays): `run` returns
 once `close` said no more will come and none is outstanding. It waits on the transport's queue and on its own wake
@@ -23,8 +23,8 @@ import numpy as np
 
 from voicecli.audio.pcm import Samples
 from voicecli.audio.streams import StreamDecoder
-from voicecli.tts.base import AudioChunk, AudioDone, AudioEvent, AudioFailed, AudioStart, TTSTransport
-from voicecli.wire.protocol import Timings
+from voicecli.tts.base import AudioChunk, AudioDone, AudioEvent, AudioFailed, AudioStart, AudioWords, TTSTransport
+from voicecli.wire.protocol import Timings, WordTiming
 
 
 class Stalled(TimeoutError):
@@ -50,6 +50,8 @@ class RequestAudio:
     timings: Timings | None = None
     """The endpoint's own timings from its AudioDone (where the transport has them)."""
     failure: AudioFailed | None = None
+    words: list[WordTiming] = field(default_factory=list)
+    """The words' times so far, in ms from the start of the request's audio (only for a request that asked)."""
 
     @property
     def audio_s(self) -> float:
@@ -135,6 +137,9 @@ class AudioConsumer:
     def audio(self, entry: RequestAudio, samples: Samples) -> None:
         """Decoded samples of a request, in order (never empty)."""
 
+    def timed(self, entry: RequestAudio, words: tuple[WordTiming, ...]) -> None:
+        """More of a request's word times arrived (already appended to entry.words)."""
+
     def finished(self, entry: RequestAudio) -> None:
         """A request's audio is complete (entry.done is set; its decoder's tail was delivered before)."""
 
@@ -201,6 +206,10 @@ class AudioConsumer:
                 if not outstanding:
                     return  # audio of a finished or cancelled request still in flight
             self._chunk(entry, event)
+        elif isinstance(event, AudioWords):
+            if outstanding:
+                entry.words.extend(event.words)
+                self.timed(entry, event.words)
         elif isinstance(event, AudioDone):
             entry.dones += 1
             self.done_order.append(entry.request_id)

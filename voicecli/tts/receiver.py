@@ -37,6 +37,7 @@ from voicecli.tts.base import (
     AudioEvent,
     AudioFailed,
     AudioStart,
+    AudioWords,
     SpeechRequest,
     TransportError,
     too_large,
@@ -51,6 +52,7 @@ from voicecli.wire.protocol import (
     SynthesisComplete,
     SynthesisRequest,
     SynthesisStart,
+    Words,
     classify_frame,
     encode_message,
 )
@@ -73,12 +75,16 @@ class _Outstanding:
     skip: int = 0
     budget: AudioBudget = field(default_factory=AudioBudget)
     """Its audio on the current carrier (a re-sent request's audio starts over)."""
+    words_delivered: int = 0
+    words_skip: int = 0
+    """Words handed on, and words to skip on a new carrier: a re-sent request's words repeat as its audio does."""
 
 
 def wire(request: SpeechRequest) -> str:
     """The protocol message for one speech request."""
     return encode_message(SynthesisRequest(text=request.text, voice=request.voice, speed=request.speed,
-                                           request_id=request.request_id, format=request.format))
+                                           request_id=request.request_id, format=request.format,
+                                           word_timings=request.word_timings))
 
 
 def protocol_broken(what: str) -> str:
@@ -122,6 +128,7 @@ class Receiver:
         self._ignored.clear()
         for entry in self._outstanding.values():
             entry.skip, entry.delivered, entry.budget = entry.delivered, 0, AudioBudget()
+            entry.words_skip, entry.words_delivered = entry.words_delivered, 0
             await send(wire(entry.request))
 
     def fail_all(self, code: str, message: str) -> None:
@@ -170,6 +177,11 @@ class Receiver:
             self._ignored.discard(rid)
             if self._outstanding.pop(rid, None) is not None:
                 self._emit(AudioFailed(rid, message.code, message.message))
+        elif isinstance(message, Words):
+            rid = str(message.request_id)
+            entry = self._outstanding.get(rid)
+            if entry is not None and rid == self._current:
+                self._words(entry, message)
         elif isinstance(message, CancelAck):
             for dropped in message.dropped:
                 self._outstanding.pop(str(dropped), None)
@@ -234,6 +246,14 @@ class Receiver:
         entry.delivered += len(data)
         self._emit(AudioChunk(rid, data))
         return []
+
+    def _words(self, entry: _Outstanding, message: Words) -> None:
+        """Hand on the words of the request being answered, less those already handed on before a re-send."""
+        skipped = min(entry.words_skip, len(message.words))
+        entry.words_skip -= skipped
+        entry.words_delivered += len(message.words)
+        if len(message.words) > skipped:
+            self._emit(AudioWords(entry.request.request_id, message.words[skipped:]))
 
     def _refuse(self, rid: str, code: str, message: str) -> None:
         """The client fails this request: one AudioFailed now, its later frames dropped."""

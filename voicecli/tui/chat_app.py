@@ -28,6 +28,7 @@ from voicecli.converse.pipeline import (
     TurnFailed,
     TurnFinished,
     TurnStarted,
+    WordSpoken,
 )
 from voicecli.converse.session import STARTUP_ERRORS, Session, llm_label, start_session
 from voicecli.converse.timeline import LatencyLog, Mark, SessionStats
@@ -244,6 +245,10 @@ class VoiceChatApp(App[int]):
             if answer is not None:
                 answer.speak(event.index)
             self.status.state = "speaking"
+        elif isinstance(event, WordSpoken):
+            answer = conversation.answer(event.turn_id)
+            if answer is not None:
+                answer.caption(event.index, event.word)
         elif isinstance(event, Mark):
             self.latency.show_turn(event.timeline)
         elif isinstance(event, TurnFailed):
@@ -251,7 +256,7 @@ class VoiceChatApp(App[int]):
         elif isinstance(event, TurnFinished):
             answer = conversation.answer(event.turn_id)
             if answer is not None:
-                answer.finish(event.interrupted)
+                answer.finish(event.interrupted, event.cut)
             self.stats.add(event.timeline)
             with contextlib.suppress(OSError):
                 self.log_file.append(event.timeline)

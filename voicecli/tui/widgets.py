@@ -7,6 +7,7 @@ from textual.containers import VerticalScroll
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from voicecli.converse.heard import HeardCut
 from voicecli.converse.timeline import SessionStats, TurnTimeline
 
 WATERFALL: tuple[tuple[str, str], ...] = (
@@ -82,8 +83,30 @@ class ConversationView(VerticalScroll):
         self.scroll_end(animate=False)
 
 
+SPEAKING_STYLE = "reverse"
+"""The sentence being spoken."""
+CAPTION_STYLE = "reverse bold underline"
+"""The word being spoken, inside it (the caption, from the endpoint's word times)."""
+UNHEARD_STYLE = "dim strike"
+"""What an interruption kept the listener from hearing: generated, never said, not in the history."""
+
+
+def word_span(raw: str, start: int, words: list[str], index: int) -> tuple[int, int] | None:
+    """Where word `index` of `words` (a sentence's words, in order) is in `raw` from `start`: each word looked for
+    after the one before, so the markdown the raw text may carry between them is passed over. None when one is not
+    found (the speakable text rewrote it)."""
+    at = start
+    for word in words[: index + 1]:
+        found = raw.find(word, at)
+        if found < 0:
+            return None
+        at = found + len(word)
+    return at - len(words[index]), at
+
+
 class AnswerText(Static):
-    """An assistant answer: raw tokens as they stream, sentences as they are spoken (the current one highlighted)."""
+    """An assistant answer: raw tokens as they stream, sentences as they are spoken (the current one highlighted, and
+    in it the word being spoken), and after an interruption what was not heard, dimmed and struck through."""
 
     def __init__(self, turn_id: int, **kwargs: object) -> None:
         super().__init__("", **kwargs)  # type: ignore[arg-type]
@@ -91,7 +114,11 @@ class AnswerText(Static):
         self.tokens: list[str] = []
         self.sentences: list[str] = []
         self.speaking: int | None = None
+        self.word: int | None = None
+        """The word being spoken in the sentence being spoken (None: not known)."""
         self.cut = False
+        self.heard: HeardCut | None = None
+        """Where an interruption cut the answer (None: not interrupted, or not known)."""
 
     def add_tokens(self, delta: str) -> None:
         self.tokens.append(delta)
@@ -103,25 +130,76 @@ class AnswerText(Static):
         self.sentences[index] = text
 
     def speak(self, index: int) -> None:
+        if index != self.speaking:
+            self.word = None
         self.speaking = index
         self._redraw()
 
-    def finish(self, interrupted: bool) -> None:
-        self.cut = interrupted
-        self.speaking = None if not interrupted else self.speaking
+    def caption(self, index: int, word: int) -> None:
+        """Word `word` of sentence `index` is being spoken."""
+        self.speaking, self.word = index, word
         self._redraw()
+
+    def finish(self, interrupted: bool, heard: HeardCut | None = None) -> None:
+        self.cut = interrupted
+        self.heard = heard if interrupted else None
+        self.speaking = None if not interrupted else self.speaking
+        self.word = None
+        self._redraw()
+
+    def _sentence_at(self, raw: str, index: int) -> tuple[int, int] | None:
+        """Where sentence `index` is in the raw text, markdown and all: the sentences' words looked for one after
+        another from the start (None: one was not found, the speakable text rewrote it)."""
+        at = 0
+        span = None
+        for sentence in self.sentences[: index + 1]:
+            words = sentence.split()
+            first = word_span(raw, at, words, 0) if words else None
+            last = word_span(raw, at, words, len(words) - 1) if words else None
+            if first is None or last is None:
+                return None
+            span, at = (first[0], last[1]), last[1]
+        return span
+
+    def _heard_end(self, raw: str) -> int | None:
+        """Where in the raw text what was heard ends (None: not known)."""
+        heard = self.heard
+        if heard is None:
+            return None
+        if heard.sentence is None or heard.words is None:
+            return 0
+        if heard.sentence >= len(self.sentences):
+            return None
+        sentence = self._sentence_at(raw, heard.sentence)
+        if sentence is None:
+            return None
+        if heard.words.count == 0:
+            return sentence[0]
+        span = word_span(raw, sentence[0], self.sentences[heard.sentence].split(), heard.words.count - 1)
+        return None if span is None else span[1]
 
     def _redraw(self) -> None:
         text = Text()
         text.append("assistant ", style="bold")
         raw = "".join(self.tokens)
-        if self.speaking is not None and self.speaking < len(self.sentences):
-            sentence = self.sentences[self.speaking]
-            at = raw.find(sentence[: max(1, min(len(sentence), 24))])
-            if at >= 0 and not self.cut:
+        heard_end = self._heard_end(raw) if self.cut else None
+        if heard_end is not None:
+            text.append(raw[:heard_end])
+            text.append(raw[heard_end:], style=UNHEARD_STYLE)
+        elif self.speaking is not None and self.speaking < len(self.sentences) and not self.cut:
+            located = self._sentence_at(raw, self.speaking)
+            if located is not None:
+                at, end = located
+                sentence = self.sentences[self.speaking]
+                span = None if self.word is None else word_span(raw, at, sentence.split(), self.word)
                 text.append(raw[:at])
-                text.append(raw[at : at + len(sentence)], style="reverse")
-                text.append(raw[at + len(sentence) :])
+                if span is not None and span[1] <= end:
+                    text.append(raw[at: span[0]], style=SPEAKING_STYLE)
+                    text.append(raw[span[0]: span[1]], style=CAPTION_STYLE)
+                    text.append(raw[span[1]: end], style=SPEAKING_STYLE)
+                else:
+                    text.append(raw[at:end], style=SPEAKING_STYLE)
+                text.append(raw[end:])
             else:
                 text.append(raw)
         else:

@@ -136,6 +136,9 @@ class SynthesisRequest:
     format: AudioFormat = DEFAULTS.format
     request_timestamp: float | str | None = None
     sample_rate: int | None = None
+    word_timings: bool = False
+    """Ask for a `words` frame after each piece's audio (see `Words`). Off by default, and then left out of the
+    message: a client that never asks never receives a frame type it does not know."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -152,6 +155,8 @@ class SynthesisRequest:
             out["request_timestamp"] = self.request_timestamp
         if self.sample_rate is not None:
             out["sample_rate"] = self.sample_rate
+        if self.word_timings:
+            out["word_timings"] = True
         return out
 
 
@@ -299,7 +304,37 @@ class CancelAck:
         return {"type": self.TYPE, "request_id": self.request_id, "dropped": list(self.dropped)}
 
 
-ServerMessage = SynthesisStart | SynthesisComplete | Error | CancelAck
+@dataclass(frozen=True)
+class WordTiming:
+    """One word of a request's text and when it is spoken, in ms from the start of that request's audio.
+
+    Consecutive words tile the audio: a word ends where the next one starts (the pause after a word is its own), and
+    the last word of a piece ends where the piece's audio ends. A word with no sound (a dash, an emoji) lasts 0 ms."""
+
+    w: str
+    start_ms: float
+    end_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"w": self.w, "start_ms": round(self.start_ms, 1), "end_ms": round(self.end_ms, 1)}
+
+
+@dataclass(frozen=True)
+class Words:
+    """The words of one piece of a request, sent after that piece's last audio frame and only to a request that
+    asked (`SynthesisRequest.word_timings`). Why after: the piece's length is known only once its audio is complete
+    (its trailing silence is trimmed as it arrives), and then every time is exact for the audio the client decodes."""
+
+    TYPE: ClassVar[str] = "words"
+
+    request_id: RequestId
+    words: tuple[WordTiming, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.TYPE, "request_id": self.request_id, "words": [word.to_dict() for word in self.words]}
+
+
+ServerMessage = SynthesisStart | SynthesisComplete | Error | CancelAck | Words
 
 
 def encode_message(message: ClientMessage | ServerMessage) -> str:
@@ -447,6 +482,15 @@ def _timings(value: Any) -> Timings:
         raise ProtocolError(ErrorCode.BAD_FIELD, f"bad timings: {exc!r}") from None
 
 
+def _word_timing(value: Any) -> WordTiming:
+    if not isinstance(value, dict):
+        raise TypeError("a word must be an object")
+    start, end = float(value["start_ms"]), float(value["end_ms"])
+    if not 0.0 <= start <= end:
+        raise ValueError(f"word times must satisfy 0 <= start_ms <= end_ms, got {start} and {end}")
+    return WordTiming(w=str(value["w"]), start_ms=start, end_ms=end)
+
+
 def parse_server_message(data: str | bytes) -> ServerMessage:
     """Read one server control frame (client side). Unknown extra fields are ignored. Raises ProtocolError."""
     obj = decode_object(data, Limits(max_frame_bytes=1 << 30))
@@ -466,6 +510,8 @@ def parse_server_message(data: str | bytes) -> ServerMessage:
             return Error(code=str(obj["code"]), message=str(obj["message"]), request_id=obj.get("request_id"))
         if kind == CancelAck.TYPE:
             return CancelAck(request_id=obj.get("request_id"), dropped=tuple(obj["dropped"]))
+        if kind == Words.TYPE:
+            return Words(request_id=obj["request_id"], words=tuple(_word_timing(word) for word in obj["words"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise ProtocolError(ErrorCode.BAD_FIELD, f"bad {kind} message: {exc!r}") from None
     raise ProtocolError(ErrorCode.UNKNOWN_TYPE, f"unknown server message type {kind!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,6 +22,30 @@ Audio = npt.NDArray[np.float32]
 
 BatchItem = tuple[str, str, float]
 """One piece to synthesize: (misaki phonemes, voice, speed)."""
+
+
+Durations = npt.NDArray[np.int64]
+"""Model frames (600 samples each, decoder_parts.FRAME_SAMPLES) per input token."""
+
+
+@dataclass(frozen=True)
+class TimedAudio:
+    """Audio plus the predicted duration of every input token, in model frames (600 samples = 25 ms).
+
+    `durations` has one entry per token fed to the model: a boundary token, one per symbol of `symbols` (the
+    piece's phoneme symbols in the model's vocabulary, in order), a boundary token. The audio is exactly
+    `durations.sum()` frames long. Empty `durations`: the engine could not tell (no word times then). The parity
+    test compares the engines' durations.
+    """
+
+    audio: Audio
+    durations: Durations
+    symbols: str = ""
+
+
+def untimed(audio: Audio) -> TimedAudio:
+    """Audio whose token durations are unknown."""
+    return TimedAudio(audio, np.zeros(0, dtype=np.int64))
 
 
 class UnknownVoiceError(ValueError):
@@ -62,6 +87,20 @@ class Engine(ABC):
         """The piece's audio in consecutive parts, each computed when it is asked for, with whether it is the last;
         together they are what `synthesize_phonemes` gives, up to the seams. Here one part, the whole piece."""
         yield self.synthesize_phonemes(phonemes, voice, speed), True
+
+    def synthesize_timed(self, phonemes: str, voice: str, speed: float) -> TimedAudio:
+        """`synthesize_phonemes` with each token's duration (for word times). Here without them: an engine that
+        can tell overrides it."""
+        return untimed(self.synthesize_phonemes(phonemes, voice, speed))
+
+    def synthesize_parts_timed(self, phonemes: str, voice: str, speed: float
+                               ) -> Generator[tuple[Audio, bool, TimedAudio | None]]:
+        """`synthesize_parts` with the piece's durations beside its first part (`TimedAudio.audio` then empty:
+        the parts carry the samples), None beside the others. Here without durations."""
+        first = True
+        for audio, last in self.synthesize_parts(phonemes, voice, speed):
+            yield audio, last, untimed(audio[:0]) if first else None
+            first = False
 
     def warm_up(self, phonemes: str, voice: str) -> None:
         """Run one synthesis so the first request does not pay for lazy initialisation (an engine that keeps

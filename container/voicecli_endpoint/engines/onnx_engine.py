@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from voicecli_endpoint.engines.base import Audio, Engine, kokoro_dir
+from voicecli_endpoint.engines.base import Audio, Engine, TimedAudio, kokoro_dir, untimed
 from voicecli_endpoint.engines.decoder_parts import Part, decode_parts, frame_energy, plan_parts
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,9 @@ VOICES_FILE = "voices-v1.0.bin"
 DECODER_INPUTS = ("/encoder/MatMul_1_output_0", "/encoder/Reshape_output_0", "/encoder/Reshape_1_output_0")
 """The tensors the v1.0 export's decoder reads besides the style: the frame-aligned text features, the pitch (F0)
 and the energy (N) curves. The engine cuts the graph there into an encoder and a decoder (decoder_parts.py)."""
+DURATIONS = "/encoder/Clip_output_0"
+"""The predicted frames per token (rounded, at least 1), which the export keeps inside the graph: the encoder half
+gives it as a fourth output where the graph has it, for word times (voicecli_endpoint.word_timing)."""
 
 
 @dataclass(frozen=True)
@@ -130,12 +133,26 @@ class OnnxEngine(Engine):
         with self._taking() as graphs:
             return self._whole(graphs, inputs)
 
-    def synthesize_parts(self, phonemes: str, voice: str, speed: float) -> Generator[tuple[Audio, bool]]:
-        """Encoder and first part in the first step, one part per step after it; each step runs on the all-cores
-        sessions when it is alone, like a whole piece."""
+    def synthesize_timed(self, phonemes: str, voice: str, speed: float) -> TimedAudio:
         inputs = self._inputs(phonemes, voice, speed)
         if self._graphs.decoder is None:
-            yield self.synthesize_phonemes(phonemes, voice, speed), True
+            return untimed(self.synthesize_phonemes(phonemes, voice, speed))
+        with self._taking() as graphs:
+            frames = graphs.encoder.run(None, inputs)
+            audio = self._decode(graphs, frames, inputs, 0, frames[0].shape[2])
+        return self._timed(audio, frames, phonemes)
+
+    def synthesize_parts(self, phonemes: str, voice: str, speed: float) -> Generator[tuple[Audio, bool]]:
+        for audio, last, _ in self.synthesize_parts_timed(phonemes, voice, speed):
+            yield audio, last
+
+    def synthesize_parts_timed(self, phonemes: str, voice: str, speed: float
+                               ) -> Generator[tuple[Audio, bool, TimedAudio | None]]:
+        """Encoder and first part in the first step, one part per step after it; each step runs on the all-cores
+        sessions when it is alone, like a whole piece. The durations come from the encoder, with the first part."""
+        inputs = self._inputs(phonemes, voice, speed)
+        if self._graphs.decoder is None:
+            yield self.synthesize_phonemes(phonemes, voice, speed), True, None
             return
         with self._taking() as graphs:
             frames = graphs.encoder.run(None, inputs)
@@ -146,7 +163,15 @@ class OnnxEngine(Engine):
 
         parts = self._plan(frames)
         for index, audio in enumerate(decode_parts(decode, parts)):
-            yield audio, index == len(parts) - 1
+            yield audio, index == len(parts) - 1, self._timed(audio[:0], frames, phonemes) if index == 0 else None
+
+    def _timed(self, audio: Audio, frames: list[npt.NDArray[Any]], phonemes: str) -> TimedAudio:
+        """`audio` with the durations the encoder gave (none from a graph without them)."""
+        if len(frames) <= len(DECODER_INPUTS):
+            return untimed(audio)
+        symbols = "".join(symbol for symbol in " ".join(phonemes.split()) if symbol in self._tokenizer.vocab)
+        return TimedAudio(audio, np.asarray(frames[len(DECODER_INPUTS)], dtype=np.float64).ravel().astype(np.int64),
+                          symbols)
 
     @staticmethod
     def _plan(frames: list[npt.NDArray[Any]]) -> list[Part]:
@@ -179,7 +204,7 @@ class OnnxEngine(Engine):
     def _decode(graphs: _Graphs, frames: list[npt.NDArray[Any]], inputs: dict[str, Any], start: int,
                 stop: int) -> Audio:
         """Frames [start, stop) of the piece into samples (decoder_parts.FRAME_SAMPLES each)."""
-        features, pitch, energy = frames
+        features, pitch, energy = frames[: len(DECODER_INPUTS)]
         feeds = {
             DECODER_INPUTS[0]: np.ascontiguousarray(features[:, :, start:stop]),
             DECODER_INPUTS[1]: np.ascontiguousarray(pitch[:, 2 * start: 2 * stop]),
@@ -213,7 +238,8 @@ def split_model(model_path: Path) -> tuple[bytes, bytes] | None:
         log.warning("%s has no %s: it is synthesized whole, never in parts", model_path.name, DECODER_INPUTS[0])
         return None
     extractor = onnx.utils.Extractor(model)
-    encoder = extractor.extract_model([node.name for node in model.graph.input], list(DECODER_INPUTS))
+    encoder_outputs = [*DECODER_INPUTS, *([DURATIONS] if DURATIONS in produced else [])]
+    encoder = extractor.extract_model([node.name for node in model.graph.input], encoder_outputs)
     decoder = extractor.extract_model([*DECODER_INPUTS, "style"], [output.name for output in model.graph.output])
     for half in (encoder, decoder):
         half.metadata_props.extend(model.metadata_props)  # the vocabulary kokoro-onnx reads

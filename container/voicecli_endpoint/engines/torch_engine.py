@@ -27,32 +27,19 @@ to measure it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from voicecli_endpoint.engines.base import Audio, BatchItem, Engine, kokoro_torch_dir
+from voicecli_endpoint.engines.base import Audio, BatchItem, Engine, TimedAudio, kokoro_torch_dir
 
 MODEL_FILE = "kokoro-v1_0.pth"
 CONFIG_FILE = "config.json"
 VOICES_DIR = "voices"
 REPO_ID = "hexgrad/Kokoro-82M"
 """Only names the model for KModel (which warns without it); nothing is downloaded because every file is local."""
-
-
-@dataclass(frozen=True)
-class TimedAudio:
-    """Audio plus the predicted duration of every input token, in model frames (600 samples = 25 ms at speed 1).
-
-    `durations` has one entry per token KModel fed the model: a boundary token, each phoneme in the vocabulary,
-    a boundary token. The parity test compares them with the ONNX model's.
-    """
-
-    audio: Audio
-    durations: npt.NDArray[np.int64]
 
 
 class TorchEngine(Engine):
@@ -112,7 +99,8 @@ class TorchEngine(Engine):
         output = self._model(phonemes, pack[len(phonemes) - 1], speed, return_output=True)
         audio = np.asarray(output.audio.numpy(), dtype=np.float32).ravel()
         durations = np.asarray(output.pred_dur.numpy(), dtype=np.int64).ravel()
-        return TimedAudio(audio, durations)
+        vocab = self._model.vocab  # KModel feeds the symbols it knows, in order, between two boundary tokens
+        return TimedAudio(audio, durations, "".join(symbol for symbol in phonemes if symbol in vocab))
 
     def synthesize_batch(self, items: Sequence[BatchItem]) -> list[Audio]:
         """The audio of every (phonemes, voice, speed) item, in order; one batched pass (see the module docstring)."""
@@ -140,7 +128,7 @@ class TorchEngine(Engine):
             with torch.no_grad():
                 for i, audio, durations in zip(live, *self._forward_batch(tokens, [items[i] for i in live]),
                                                strict=True):
-                    results[i] = TimedAudio(audio, durations)
+                    results[i] = TimedAudio(audio, durations, "".join(p for p in items[i][0] if p in vocab))
         return [r for r in results if r is not None]
 
     def _forward_batch(self, tokens: list[list[int]], items: list[BatchItem]
