@@ -31,3 +31,13 @@ def test_other_events_and_foreign_lines_are_not_turns() -> None:
     assert line_of(AssistantDelta(1, "Par")) is None
     for line in ["", "you> hello", "[1, 2]", '{"event": "something_else"}', "{not json"]:
         assert read_line(line) is None
+
+
+def test_a_finished_turn_carries_what_the_history_kept_and_a_barge_in_its_time() -> None:
+    timeline = TurnTimeline(4, "bidi", "spoken")
+    line = line_of(TurnFinished(4, timeline, "Paris is the capital. It is large.", " Paris is ", interrupted=True))
+    assert line is not None
+    finished = read_line(line.encode())
+    assert finished is not None and finished.spoken == "Paris is" and finished.text.endswith("large.")
+    barge_in = read_line(TurnLine("barge_in", 0, "", at=1234.5678).encode())
+    assert barge_in == TurnLine("barge_in", 0, "", at=1234.5678)

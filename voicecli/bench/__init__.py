@@ -8,6 +8,7 @@
     voicecli bench stt  [--set quality] [--variants ...]     speech recognition: word errors vs decode time
     voicecli bench llm  [--set quality] [--variants ...]     offline LLM: answers right vs time to first sentence
     voicecli bench endpointing [--detectors ...]             end of turn: wait vs cut-off rate per detector
+    voicecli bench duplex [--modes aec,gate,off] [--turns N] the answer's echo in the microphone: false barge-ins
 
 Each writes results.json, results.md and PNG charts to results/bench/<name>/ and copies them to
 results/bench/latest/<bench>/. The bench modules (transports, numpy, matplotlib, the engine) are imported only
@@ -33,6 +34,12 @@ LOAD_RUNS = 2
 TURNS = 10
 """Turns per mode on the 8-question latency set (the README's turn figures)."""
 TURN_MODES = "bidi,batch"
+DUPLEX_MODES = "aec,gate,off"
+DUPLEX_TURNS = 6
+"""Turns per mode and echo level: 3 echo-only answers and 3 interrupted ones."""
+DUPLEX_ECHO_DB = "0,6"
+"""The echo as loud as the user's voice, and 6 dB louder."""
+DUPLEX_DELAY_MS = "40,80,120"
 
 
 def _note_missing_charts() -> None:
@@ -99,6 +106,13 @@ def _run_endpointing(args: argparse.Namespace, config: Config) -> int:
     return run(args, config)
 
 
+def _run_duplex(args: argparse.Namespace, config: Config) -> int:
+    _note_missing_charts()
+    from voicecli.bench.duplex import run
+
+    return run(args, config)
+
+
 def _question_source(parser: argparse.ArgumentParser, default_set: str) -> None:
     """`--set NAME` (a built-in set, voicecli/bench/question_sets.py) or `--questions DIR` (WAVs + manifest)."""
     from voicecli.bench.question_sets import SETS
@@ -127,8 +141,8 @@ def _rtt(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentParser) -> None:
-    """Add the sub-commands (`tts`, `e2e`, `load`, `turns`, `questions`, `stt`, `llm`, `endpointing`) to the
-    `voicecli bench` parser.
+    """Add the sub-commands (`tts`, `e2e`, `load`, `turns`, `questions`, `stt`, `llm`, `endpointing`, `duplex`)
+    to the `voicecli bench` parser.
 
     `common` is the CLI's parent parser of global options, passed in so that bench never imports the CLI.
     """
@@ -210,3 +224,21 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                              help="detectors to compare (default: all: silence, text, prosody, fused)")
     _outputs(endpointing)
     endpointing.set_defaults(handler=_run_endpointing)
+
+    text = ("the answer's echo through a room into the microphone: false barge-ins, barge-in detection time, ERLE, "
+            "history after a barge-in, per echo mode")
+    duplex = commands.add_parser("duplex", parents=[common], help=text, description=text)
+    duplex.add_argument("--modes", default=DUPLEX_MODES, metavar="M,M",
+                        help=f"echo handling to compare, one after the other: aec, gate, off (default {DUPLEX_MODES})")
+    duplex.add_argument("--turns", type=int, default=DUPLEX_TURNS,
+                        help=f"turns per mode and echo level, echo-only and interrupted in turn (default "
+                        f"{DUPLEX_TURNS})")
+    duplex.add_argument("--echo-gains", default=DUPLEX_ECHO_DB, metavar="DB,DB",
+                        help=f"the echo's level over the user's voice in dB, each a run of --turns (default "
+                        f"{DUPLEX_ECHO_DB})")
+    duplex.add_argument("--delay-ms", default=DUPLEX_DELAY_MS, metavar="MS,MS",
+                        help=f"the echo's delay after the speaker, turn by turn (default {DUPLEX_DELAY_MS}; the echo "
+                        "path's own ~30 ms is the least it can do)")
+    duplex.add_argument("--seed", type=int, default=0, help="seed of the room and of the interruption times")
+    _outputs(duplex)
+    duplex.set_defaults(handler=_run_duplex)

@@ -31,7 +31,7 @@ from voicecli.converse.pipeline import (
 )
 from voicecli.converse.session import STARTUP_ERRORS, Session, start_session
 from voicecli.converse.timeline import KEY_SPANS, TurnTimeline
-from voicecli.converse.turn_lines import line_of
+from voicecli.converse.turn_lines import TurnLine, line_of
 from voicecli.converse.turn_taking import TurnTaker
 from voicecli.playback.sinks import CollectingSink
 from voicecli.wire.protocol import SAMPLE_RATE
@@ -146,6 +146,7 @@ class Headless:
             taker.on_listen(event)
             if isinstance(event, BargeIn):
                 stopped = time.monotonic()
+                print(TurnLine("barge_in", 0, "", at=event.at).encode(), flush=True)
                 self.log(f"barge-in: playback stopped {(stopped - event.at) * 1000:.0f} ms after speech was detected")
 
         listener = await open_gated_listener(self.config, on_listen, lambda: pipeline.speaking, pipeline.sink)

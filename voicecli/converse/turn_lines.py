@@ -3,10 +3,15 @@ turns` (or any script) reads back.
 
 One JSON object per line, its "event" saying which:
   {"event": "turn_started", "turn_id": 1, "origin": "spoken", "text": "What is the capital of France?"}
-  {"event": "turn_finished", "turn_id": 1, "text": "Paris.", "interrupted": false, "timeline": {...}}
+  {"event": "turn_finished", "turn_id": 1, "text": "Paris.", "spoken": "Paris.", "interrupted": false,
+   "timeline": {...}}
   {"event": "turn_failed", "turn_id": 1, "text": "the LLM was throttled: ..."}
-`timeline` is `TurnTimeline.to_json()`. Why JSON and one module: the bench used to parse the app's prose lines
-("you (spoken)> ...") back as strings; now the writer and the reader share these definitions.
+  {"event": "barge_in", "turn_id": 0, "at": 1234.567}
+`timeline` is `TurnTimeline.to_json()`; `spoken` what the history keeps of the answer (after a barge-in, the words
+played); `at` the monotonic time the listener detected speech over the answer (CLOCK_MONOTONIC, the same clock in
+every process of the machine: `voicecli bench duplex` compares it with its recordings). Why JSON and one module: the
+bench used to parse the app's prose lines ("you (spoken)> ...") back as strings; now the writer and the reader
+share these definitions.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any, Literal
 
 from voicecli.converse.pipeline import PipelineEvent, TurnFailed, TurnFinished, TurnStarted
 
-TurnEventName = Literal["turn_started", "turn_finished", "turn_failed"]
+TurnEventName = Literal["turn_started", "turn_finished", "turn_failed", "barge_in"]
 
 
 @dataclass(frozen=True)
@@ -32,13 +37,19 @@ class TurnLine:
     interrupted: bool = False
     timeline: dict[str, Any] = field(default_factory=dict)
     """The turn's TurnTimeline.to_json() (turn_finished only)."""
+    spoken: str | None = None
+    """What the history keeps of the answer (turn_finished only)."""
+    at: float | None = None
+    """When speech over the answer was detected, time.monotonic() (barge_in only)."""
 
     def encode(self) -> str:
         body: dict[str, Any] = {"event": self.event, "turn_id": self.turn_id}
         if self.event == "turn_started":
             body.update(origin=self.origin, text=self.text)
         elif self.event == "turn_finished":
-            body.update(text=self.text, interrupted=self.interrupted, timeline=self.timeline)
+            body.update(text=self.text, spoken=self.spoken, interrupted=self.interrupted, timeline=self.timeline)
+        elif self.event == "barge_in":
+            body.update(at=self.at)
         else:
             body.update(text=self.text)
         return json.dumps(body, ensure_ascii=False)
@@ -50,7 +61,7 @@ def line_of(event: PipelineEvent) -> TurnLine | None:
         return TurnLine("turn_started", event.turn_id, event.user_text, origin=event.origin)
     if isinstance(event, TurnFinished):
         return TurnLine("turn_finished", event.turn_id, event.answer.strip(), interrupted=event.interrupted,
-                        timeline=event.timeline.to_json())
+                        timeline=event.timeline.to_json(), spoken=event.spoken.strip())
     if isinstance(event, TurnFailed):
         return TurnLine("turn_failed", event.turn_id, event.message)
     return None
@@ -62,9 +73,13 @@ def read_line(line: str) -> TurnLine | None:
         body = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(body, dict) or body.get("event") not in ("turn_started", "turn_finished", "turn_failed"):
+    if not isinstance(body, dict) or body.get("event") not in ("turn_started", "turn_finished", "turn_failed",
+                                                                "barge_in"):
         return None
     timeline = body.get("timeline")
+    spoken, at = body.get("spoken"), body.get("at")
     return TurnLine(body["event"], int(body.get("turn_id", 0)), str(body.get("text", "")),
                     origin=body.get("origin"), interrupted=bool(body.get("interrupted", False)),
-                    timeline=timeline if isinstance(timeline, dict) else {})
+                    timeline=timeline if isinstance(timeline, dict) else {},
+                    spoken=str(spoken) if spoken is not None else None,
+                    at=float(at) if isinstance(at, int | float) else None)

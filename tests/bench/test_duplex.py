@@ -1,0 +1,218 @@
+"""`voicecli bench duplex`: which barge-ins are false, when a history equals the words played, the app's lines
+attributed to a turn, the per-mode summary in the issue's schema, and (slow) one short real run of the harness:
+the real app on the private PulseAudio with the echo path carrying its answers into its microphone."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
+
+import numpy as np
+import pytest
+
+from tests.bench.test_bench import bench, outputs
+from tests.conftest import RunningServer
+from voicecli.bench.duplex import (
+    DETECT_WINDOW_S,
+    DuplexTurn,
+    Kind,
+    active_dbfs,
+    check_history,
+    kind_of,
+    mode_env,
+    played_prefix,
+    render_markdown,
+    sort_barge_ins,
+    summary_by_mode,
+)
+from voicecli.bench.questions import Question
+from voicecli.bench.report import BenchResult
+from voicecli.cli import main
+from voicecli.config import Config
+from voicecli.converse.turn_lines import TurnLine
+
+QUESTION = Question("q00", "Tell me about the ocean.", Path("q00.wav"), 16_000, 2.0, 0.3, 1.7, ())
+ANSWER = "The ocean is a vast and mysterious realm that surrounds our planet. It is full of life."
+SUMMARY_KEYS = {"answers", "echo_only_answers", "false_barge_ins", "barge_ins", "barge_ins_detected",
+                "barge_in_detect_p50_ms", "barge_in_detect_p95_ms", "erle_db", "history_matches"}
+
+
+def test_active_level_ignores_silence() -> None:
+    rate = 16_000
+    tone = (0.1 * np.sin(2 * np.pi * 440 * np.arange(rate) / rate)).astype(np.float32)
+    level = active_dbfs(tone, rate)
+    assert level is not None and level == pytest.approx(-23.0, abs=0.1)  # a sine of 0.1 peak: -23 dBFS
+    padded = active_dbfs(np.concatenate([np.zeros(3 * rate, np.float32), tone]), rate)
+    assert padded == pytest.approx(level, abs=0.01)
+    assert active_dbfs(np.zeros(rate, np.float32), rate) is None
+
+
+def test_every_barge_in_without_user_speech_is_false() -> None:
+    assert sort_barge_ins([10.0, 12.0], None, None).false == (10.0, 12.0)
+    assert sort_barge_ins([], None, None).detected_at is None
+
+
+def test_the_first_barge_in_over_the_users_speech_detects_it_and_the_others_are_false() -> None:
+    sorted_ = sort_barge_ins([9.0, 10.2, 10.4, 10.9 + DETECT_WINDOW_S + 0.1], 10.0, 10.9)
+    assert sorted_.detected_at == 10.2
+    assert sorted_.false == (9.0, 10.4, 10.9 + DETECT_WINDOW_S + 0.1)  # before the user, a repeat, much later
+    assert sort_barge_ins([10.9 + DETECT_WINDOW_S - 0.1], 10.0, 10.9).detected_at is not None
+
+
+def test_the_played_prefix_follows_the_transcript_despite_misheard_words() -> None:
+    assert played_prefix(ANSWER, "The ocean is a vast and mysterious") == 7
+    assert played_prefix(ANSWER, "The ocean is a fast and mysterious realm") == 8  # one word misheard
+    assert played_prefix(ANSWER, "") == 0
+
+
+@pytest.mark.parametrize(("spoken", "played", "matches"), [
+    ("The ocean is a vast and mysterious", "The ocean is a vast and mysterious", True),
+    ("The ocean is a vast and", "The ocean is a vast and mysterious", True),  # one word short: within +-1
+    ("The ocean is a vast", "The ocean is a vast and mysterious", False),  # two short
+    (ANSWER, "The ocean is a vast and mysterious", False),  # the history kept the rest: the failure to catch
+    ("The sea is a vast and mysterious", "The ocean is a vast and mysterious", False),  # not what was generated
+])
+def test_a_history_matches_when_it_is_the_answers_start_within_one_word_of_what_played(
+        spoken: str, played: str, matches: bool) -> None:
+    assert check_history(ANSWER, spoken, played).matches is matches
+
+
+def test_a_mode_needs_audio_echo_for_aec_and_maps_gate_and_off_without_it() -> None:
+    with_echo = cast(Config, SimpleNamespace(sources={"audio.echo": None, "audio.echo_gate": None}))
+    without = cast(Config, SimpleNamespace(sources={"audio.echo_gate": None}))
+    assert mode_env("aec", with_echo) == {"VOICECLI_AUDIO__ECHO": "aec"}
+    assert mode_env("off", with_echo) == {"VOICECLI_AUDIO__ECHO": "off"}
+    assert mode_env("aec", without) is None
+    assert mode_env("gate", without) == {"VOICECLI_AUDIO__ECHO_GATE": "true"}
+    assert mode_env("off", without) == {"VOICECLI_AUDIO__ECHO_GATE": "false"}
+    assert [kind_of(n) for n in range(4)] == ["echo_only", "interrupted", "echo_only", "interrupted"]
+
+
+def _turn(kind: Kind, mode: str = "aec", echo_db: float = 6.0) -> DuplexTurn:
+    turn = DuplexTurn(mode, echo_db, 80.0, 0, kind, QUESTION, played_at=100.0)
+    turn.question_end = 101.7
+    turn.answer_start = 102.5
+    turn.answer_end = 110.0
+    return turn
+
+
+def test_lines_are_attributed_and_an_echo_only_turn_counts_every_barge_in_as_false() -> None:
+    turn = _turn("echo_only")
+    for at, line in [(101.0, TurnLine("turn_started", 1, "Tell me about the ocean.", origin="spoken")),
+                     (104.0, TurnLine("barge_in", 0, "", at=103.9)),
+                     (104.5, TurnLine("turn_started", 2, "The ocean is", origin="spoken")),
+                     (105.0, TurnLine("turn_finished", 1, ANSWER, spoken="The ocean is", interrupted=True))]:
+        turn.take(line.encode(), at)
+    turn.take("not a turn line", 105.1)
+    assert turn.barge_ins == [103.9] and len(turn.transcripts) == 2 and turn.last_line_at == 105.1
+    assert not turn.settled(106.0, speaker_quiet=True)  # turn 2 has not finished
+    turn.take(TurnLine("turn_finished", 2, "Yes.", spoken="Yes.").encode(), 107.0)
+    assert not turn.settled(107.5, speaker_quiet=True) and not turn.settled(109.0, speaker_quiet=False)
+    assert turn.settled(108.1, speaker_quiet=True)
+    sample = turn.sample()
+    assert sample.detail["false_barge_ins"] == 1 and sample.detail["echo_turns"] == 1
+    assert sample.metrics["barge_in_detect_ms"] is None
+    assert sample.metrics["felt_latency_ms"] == pytest.approx(800.0)
+
+
+def _interrupted(detect_after_s: float | None, spoken: str, played: str) -> DuplexTurn:
+    turn = _turn("interrupted")
+    turn.interrupt_after_s = 1.5
+    turn.interruption_played_at = 104.0
+    turn.speech_start, turn.speech_end = 104.3, 105.0
+    turn.take(TurnLine("turn_started", 1, QUESTION.text, origin="spoken").encode(), 101.0)
+    if detect_after_s is not None:
+        turn.take(TurnLine("barge_in", 0, "", at=104.3 + detect_after_s).encode(), 104.6)
+        turn.take(TurnLine("turn_finished", 1, ANSWER, spoken=spoken, interrupted=True).encode(), 104.7)
+    turn.take(TurnLine("turn_started", 2, "Wait, stop.", origin="spoken").encode(), 106.0)
+    turn.take(TurnLine("turn_finished", 2, "Sure.", spoken="Sure.").encode(), 107.0)
+    turn.playback_stopped = 104.3 + (detect_after_s or 0) + 0.05
+    turn.played_text = played
+    return turn
+
+
+def test_summary_by_mode_has_the_issues_schema_and_counts_per_echo_level(tmp_path: Path) -> None:
+    turns = [_turn("echo_only"), _interrupted(0.2, "The ocean is a vast", "the ocean is a vast and"),
+             _interrupted(0.3, ANSWER, "the ocean is a"), _interrupted(None, "", ""),
+             _turn("echo_only", echo_db=0.0)]
+    turns[0].erle_db = 30.0
+    turns[0].take(TurnLine("barge_in", 0, "", at=105.0).encode(), 105.1)
+    turns[0].take(TurnLine("turn_started", 1, QUESTION.text, origin="spoken").encode(), 101.0)
+    samples = [t.sample() for t in turns]
+    assert samples[1].metrics["barge_in_detect_ms"] == pytest.approx(200.0)
+    assert samples[1].metrics["playback_stopped_ms"] == pytest.approx(250.0)
+    assert samples[1].detail["echo_turns"] == 0  # the question and the interruption are the user's turns
+    summary = summary_by_mode(samples, ["aec"])
+    aec = summary["aec"]
+    assert set(aec) >= SUMMARY_KEYS
+    assert (aec["answers"], aec["echo_only_answers"], aec["false_barge_ins"]) == (5, 2, 1)
+    assert (aec["barge_ins"], aec["barge_ins_detected"]) == (3, 2)
+    assert (aec["barge_in_detect_p50_ms"], aec["erle_db"]) == (250.0, 30.0)
+    assert (aec["history_matches"], aec["history_checked"]) == (1, 2)  # the second kept the whole answer
+    assert set(aec["by_echo_db"]) == {"0", "6"} and aec["by_echo_db"]["0"]["echo_only_answers"] == 1
+    assert set(aec["by_echo_db"]["6"]) >= SUMMARY_KEYS
+    result = BenchResult("duplex", "run", {"llm": "x", "stt_model": "tiny.en", "voice": "af_heart",
+                                           "turns_per_echo_level": 4, "echo_delays_ms": [80.0],
+                                           "router_own_latency_ms": 30.0, "user_voice_dbfs": -20.0,
+                                           "assistant_voice_dbfs": -18.0}, {}, samples)
+    result.extra["summary_by_mode"] = summary
+    markdown = render_markdown(result)
+    assert "| aec | all | 5 | 2 | **1** |" in markdown and "| aec | +6 dB |" in markdown
+    assert "= 5 vs 6 words" in markdown and "≠ 17 vs 4 words" in markdown
+
+
+def test_no_answer_means_no_answers_counted_and_no_interruption_claimed() -> None:
+    turn = DuplexTurn("gate", 6.0, 80.0, 1, "interrupted", QUESTION, played_at=100.0)
+    turn.speech_start, turn.speech_end = 104.3, 105.0
+    turn.take(TurnLine("barge_in", 0, "", at=104.4).encode(), 104.5)
+    sample = turn.sample()
+    assert not sample.detail["answered"] and not sample.detail["spoke_over_answer"]
+    assert sample.detail["false_barge_ins"] == 1  # no answer to speak over: speech is no barge-in
+    gate = summary_by_mode([sample], ["gate"])["gate"]
+    assert (gate["answers"], gate["barge_ins"], gate["barge_in_detect_p50_ms"]) == (0, 0, None)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--modes", "aec,nope"], "--modes takes a comma list of aec, gate, off, not 'aec,nope'"),
+    (["--turns", "0"], "--turns must be at least 1"),
+    (["--echo-gains", "6,x"], "--echo-gains takes a comma list of numbers, not 'x'"),
+    (["--delay-ms", "900"], "--delay-ms 900 is outside 0..500"),
+])
+def test_bad_options_stop_with_one_line_before_anything_starts(args: list[str], message: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "duplex", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pulseaudio") is None or shutil.which("espeak-ng") is None,
+                    reason="needs pulseaudio and espeak-ng")
+def test_duplex_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
+    """Two turns per mode (one echo only, one interrupted) with the echo 6 dB over the user's voice: the schema is
+    complete for every mode, and the echo path really carried each answer into the microphone (found there by
+    cross-correlation at about the delay asked for, at about the level asked for)."""
+    bench(server, tmp_path, "duplex", "--modes", "aec,gate,off", "--turns", "2", "--echo-gains", "6",
+          "--delay-ms", "80", env={"VOICECLI_LLM__BACKEND": "local", "VOICECLI_LLM__MAX_TOKENS": "48"},
+          timeout=1500)
+    data, markdown = outputs(tmp_path, "duplex", [])
+    modes = data["settings"]["modes"]
+    assert set(modes) <= {"aec", "gate", "off"} and {"gate", "off"} <= set(modes)
+    assert 5 < data["settings"]["router_own_latency_ms"] < 80
+    for mode in modes:
+        row = data["summary_by_mode"][mode]
+        assert set(row) >= SUMMARY_KEYS, mode
+        assert row["answers"] >= 1 and row["echo_only_answers"] <= 1 and row["barge_ins_detected"] <= row["barge_ins"]
+    echoes = [s["detail"] for s in data["samples"] if s["detail"]["kind"] == "echo_only" and s["detail"]["answered"]
+              and not s["detail"]["runaway"]]
+    assert echoes
+    for detail in echoes:
+        assert detail["echo_correlation"] > 0.3, detail
+        assert detail["echo_delay_ms"] == pytest.approx(80, abs=30), detail
+        assert detail["echo_to_voice_db"] == pytest.approx(6, abs=4), detail
+    if "aec" in modes:
+        erle = data["summary_by_mode"]["aec"]["erle_db"]
+        assert erle is None or (math.isfinite(erle) and erle > 0)
+    assert "| gate | all |" in markdown and "false barge-ins" in markdown

@@ -1,0 +1,105 @@
+"""voicecli.bench.echo_path: the synthetic room, the streaming convolution and delay, finding an echo in a capture,
+and (slow) the running router carrying the virtual speaker into the virtual microphone at the delay asked for."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.pulse import MIC_SOURCE, PrivatePulse
+from voicecli.bench.echo_path import (
+    ECHO_RATE,
+    DelayLine,
+    EchoRouter,
+    StreamingConvolver,
+    find_echo,
+    room_impulse_response,
+)
+from voicecli.bench.virtual_audio import write_wav_int16
+
+
+def test_the_room_is_seeded_unit_energy_direct_path_first_and_decaying() -> None:
+    room = room_impulse_response(seed=3)
+    assert math.isclose(float(np.sum(np.square(room, dtype=np.float64))), 1.0, rel_tol=1e-5)
+    assert int(np.argmax(np.abs(room))) == 0
+    assert np.array_equal(room, room_impulse_response(seed=3))
+    assert not np.array_equal(room, room_impulse_response(seed=4))
+    ms = ECHO_RATE // 1000
+    early = float(np.sum(np.square(room[: 50 * ms])))
+    late = float(np.sum(np.square(room[-50 * ms:])))
+    assert late < early * 1e-3  # the tail decays (RT60 0.3 s: ~-40 dB over 200 ms)
+    assert np.count_nonzero(np.abs(room[1: 30 * ms]) > 0.1) >= 3  # early reflections stand out of the tail
+
+
+def test_streaming_convolution_equals_convolving_the_whole_signal_at_once() -> None:
+    rng = np.random.default_rng(0)
+    kernel = room_impulse_response(seed=1)
+    signal = rng.standard_normal(ECHO_RATE).astype(np.float32)
+    convolver = StreamingConvolver(kernel, block=256)
+    cuts = np.cumsum(rng.integers(1, 900, 60))
+    pieces = np.split(signal, cuts[cuts < len(signal)])
+    streamed = np.concatenate([convolver.process(piece) for piece in pieces])
+    np.testing.assert_allclose(streamed, np.convolve(signal, kernel)[: len(signal)], atol=1e-4)
+
+
+def test_the_delay_line_delays_and_can_be_lengthened_or_shortened_between_answers() -> None:
+    line = DelayLine(3)
+    assert line.process(np.arange(1, 6, dtype=np.float32)).tolist() == [0, 0, 0, 1, 2]
+    line.set_delay(5)  # two more samples of silence before what is still queued (3, 4, 5)
+    assert line.delay == 5
+    assert line.process(np.zeros(5, dtype=np.float32)).tolist() == [0, 0, 3, 4, 5]
+    line.set_delay(1)
+    line.process(np.array([7, 8], dtype=np.float32))
+    assert line.process(np.zeros(2, dtype=np.float32)).tolist() == [8, 0]
+
+
+def test_an_echo_is_found_at_its_lag_and_level_and_an_unrelated_sound_is_not() -> None:
+    rng = np.random.default_rng(2)
+    reference = (0.1 * rng.standard_normal(ECHO_RATE)).astype(np.float32)
+    lag = 1234
+    echo = 0.5 * np.convolve(reference, room_impulse_response(seed=5))[: len(reference)]
+    captured = np.concatenate([np.zeros(lag), echo, np.zeros(ECHO_RATE // 2)]).astype(np.float32)
+    captured += (0.005 * rng.standard_normal(len(captured))).astype(np.float32)
+    found = find_echo(reference, captured, ECHO_RATE)
+    assert found is not None
+    assert found.lag_s * ECHO_RATE == lag
+    assert found.gain_db == pytest.approx(20 * math.log10(0.5), abs=0.5)
+    assert found.correlation > 0.4
+    unrelated = find_echo(reference, (0.1 * rng.standard_normal(len(captured))).astype(np.float32), ECHO_RATE)
+    assert unrelated is not None and unrelated.correlation < 0.1
+    assert find_echo(reference, np.zeros_like(captured), ECHO_RATE) is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pulseaudio") is None or shutil.which("pacat") is None, reason="needs pulseaudio")
+def test_the_router_carries_the_speaker_into_the_microphone_at_the_delay_and_gain_asked(tmp_path: Path) -> None:
+    """Noise played on the virtual speaker comes back in the microphone recording through the room, 90 ms later
+    (the router's own latency measured first and made up), 6 dB down; with the gain muted, nothing comes back."""
+    from voicecli.bench.echo_path import measure_path
+
+    with PrivatePulse() as pulse, EchoRouter(pulse, 90.0, -6.0, seed=0) as router:
+        own = router.calibrate(tmp_path)
+        assert 5 < own.lag_s * 1000 < 90 and own.correlation > 0.4
+        assert router.effective_delay_ms == 90.0
+        burst = (0.1 * np.random.default_rng(9).standard_normal(ECHO_RATE)).astype(np.float32)
+        wav = tmp_path / "burst.wav"
+        write_wav_int16(wav, np.concatenate([np.zeros(ECHO_RATE // 5, np.float32), burst]), ECHO_RATE)
+        found = measure_path(pulse, wav, 1.0)
+        assert found is not None and found.correlation > 0.4
+        assert found.lag_s * 1000 == pytest.approx(90, abs=15)
+        assert found.gain_db == pytest.approx(-6, abs=1.5)
+        router.set_gain_db(-math.inf)
+        time.sleep(0.3)
+        mic = pulse.record(MIC_SOURCE, rate=ECHO_RATE)
+        try:
+            subprocess.run(["paplay", str(wav)], env=pulse.child_env(), check=True, timeout=30)
+            time.sleep(0.3)
+        finally:
+            heard = mic.stop()
+        assert float(np.max(np.abs(heard))) < 1e-3
