@@ -110,11 +110,15 @@ class RunningServer:
 
 @pytest.fixture(scope="session")
 def server(models_dir: Path) -> Iterator[RunningServer]:
-    """`python -m voicecli_endpoint` (onnx engine, 2 parallel workers of 1 thread) on a free port, ready when /ping
-    says 200, started and stopped by the product's launcher (tests/endpoint_process.py). Two workers: every
-    real-server test also exercises parallel inference."""
+    """`python -m voicecli_endpoint` (onnx engine, 2 parallel workers, threads sized `auto` as the product sizes
+    them) on a free port, ready when /ping says 200, started and stopped by the product's launcher
+    (tests/endpoint_process.py). Two workers: every real-server test also exercises parallel inference. Threads
+    `auto`, not 1: a lone request then runs on every core, as it does for users; on one thread per request the
+    machines of 2026-12 synthesize Kokoro slower than real time (a 1.66 s answer took 1.2 s after its first byte),
+    so playback underran and the tests that compare what the speaker played with the endpoint's audio measured
+    the gaps (correlation 0.58 against 0.997)."""
     log_path = Path(tempfile.mkdtemp(prefix="voicecli-endpoint-test-")) / "server.log"
-    with EndpointProcess(_free_port(), models_dir, log_path, ["--workers", "2"]) as endpoint:
+    with EndpointProcess(_free_port(), models_dir, log_path, ["--workers", "2", "--threads", "auto"]) as endpoint:
         yield RunningServer(endpoint.port, log_path)
 
 

@@ -19,6 +19,7 @@ from voicecli.bench.echo_path import (
     EchoRouter,
     StreamingConvolver,
     find_echo,
+    find_echo_piecewise,
     room_impulse_response,
 )
 from voicecli.bench.virtual_audio import write_wav_int16
@@ -74,6 +75,23 @@ def test_an_echo_is_found_at_its_lag_and_level_and_an_unrelated_sound_is_not() -
     unrelated = find_echo(reference, (0.1 * rng.standard_normal(len(captured))).astype(np.float32), ECHO_RATE)
     assert unrelated is not None and unrelated.correlation < 0.1
     assert find_echo(reference, np.zeros_like(captured), ECHO_RATE) is None
+
+
+def test_an_echo_whose_delay_creeps_is_found_piece_by_piece() -> None:
+    """A 4 s echo whose delay grows by 25 ms halfway (a router stall): each second of it still came back, which
+    the pieces' median says while one correlation over the whole reads much lower."""
+    rng = np.random.default_rng(4)
+    reference = (0.1 * rng.standard_normal(4 * ECHO_RATE)).astype(np.float32)
+    half, lag, creep = 2 * ECHO_RATE, 960, 400
+    captured = np.zeros(len(reference) + ECHO_RATE, np.float32)
+    captured[lag:lag + half] += reference[:half]
+    captured[lag + creep + half:lag + creep + len(reference)] += reference[half:]
+    whole = find_echo(reference, captured, ECHO_RATE)
+    pieces = find_echo_piecewise(reference, captured, ECHO_RATE)
+    assert whole is not None and pieces is not None
+    assert whole.correlation < 0.8 < pieces.correlation
+    assert round(pieces.lag_s * ECHO_RATE) in (lag, lag + creep, lag + creep // 2)
+    assert find_echo_piecewise(np.zeros_like(reference), captured, ECHO_RATE) is None
 
 
 @pytest.mark.slow

@@ -39,7 +39,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from voicecli.bench.audio_marks import AUDIBLE_DBFS, sound_span
-from voicecli.bench.echo_path import ECHO_RATE, EchoRouter, find_echo
+from voicecli.bench.echo_path import ECHO_RATE, EchoRouter, find_echo, find_echo_piecewise
 from voicecli.bench.machine import finish_machine_info, machine_info
 from voicecli.bench.progress import BenchProgress
 from voicecli.bench.questions import Question, espeak_speech, kokoro_speech
@@ -476,12 +476,12 @@ class DuplexRunner:
             self._mark_echo(turn, begin + span[0], begin + span[1], voice_db)
 
     def _mark_echo(self, turn: DuplexTurn, first: int, last: int, voice_db: float | None) -> None:
-        """The echo as the microphone heard it: delay and likeness to the speaker, level over the user's voice,
-        and the canceller's ERLE on it."""
+        """The echo as the microphone heard it: delay and likeness to the speaker (medians over 1 s pieces,
+        find_echo_piecewise), level over the user's voice, and the canceller's ERLE on it."""
         answer = self.speaker.samples(first, last)
         mic_first = int(self.mic.frame_at(self.speaker.time_of_frame(first)))
         captured = self.mic.samples(mic_first, mic_first + len(answer) + RECORD_RATE // 2)
-        estimate = find_echo(answer, captured, RECORD_RATE)
+        estimate = find_echo_piecewise(answer, captured, RECORD_RATE)
         if estimate is not None:
             turn.echo_delay_ms = estimate.lag_s * 1000
             turn.echo_correlation = estimate.correlation
