@@ -16,6 +16,15 @@ reference is shifted only when the measured delay falls outside that (a referenc
 later than that range): then AEC3 sees a small causal delay (`RESIDUAL_DELAY_S`). A capture that clearly hears the
 far end but yields no clear delay for several windows makes the canceller untrusted (`trusted`), so the caller can
 fall back to the level gate; a clear estimate trusts it again.
+
+Until the capture has been found to hear the far end (a first clear delay estimate), the capture passes through
+uncancelled while AEC3 still adapts on it. Why: an AEC3 that has not yet seen its echo suppresses the near end
+hard during far-end activity (measured on the test mixtures of tests/audio/echo_mixtures.py: a user who starts
+talking 0.5 s into an answer on headphones lost 36 dB of their first half second; in CI's barge-in test "What is
+two plus two?" was heard as "us too."); with no echo there is nothing to cancel, and with one the level gate guards
+until AEC3 is trusted anyway. The first estimate comes ~1 s into the first answer; from then on AEC3's output is used
+(~40 dB of echo removed from 1.5 s on, the same mixtures).
+A capture that stays quiet while the far end plays (`echo_absent`: headphones, or a muted speaker) needs no guard.
 """
 
 from __future__ import annotations
@@ -185,6 +194,7 @@ class EchoCanceller:
         """The latest clear bulk-delay estimate (None until the far end has been heard)."""
         self._unclear = 0
         self._adapted = 0  # far-end frames processed since AEC3 started or was reset
+        self._quiet_windows = 0  # tracking windows in which the far end played and the capture stayed quiet
         self.trusted = True
         """False while the far end is heard but its delay cannot be estimated: use the level gate meanwhile."""
 
@@ -192,6 +202,18 @@ class EchoCanceller:
     def converged(self) -> bool:
         """True once AEC3 has adapted to CONVERGE_S of far-end audio since it started or was reset."""
         return self._adapted * FRAME >= CONVERGE_S * self.rate
+
+    @property
+    def echo_heard(self) -> bool:
+        """True once a clear delay estimate showed the capture hears the far end: from then on the output is
+        AEC3's; before, the capture passes through unchanged (see the module docstring)."""
+        return self.delay is not None
+
+    @property
+    def echo_absent(self) -> bool:
+        """True while no echo was ever found and the capture stayed quiet through a window of far-end audio
+        (headphones): nothing to cancel, nothing to guard against."""
+        return self.delay is None and self._quiet_windows > 0
 
     @property
     def delay_s(self) -> float | None:
@@ -220,7 +242,8 @@ class EchoCanceller:
         if usable == 0:
             return np.zeros(0, np.float32), at
         far = self.reference.read_index(first - self._shift, usable)
-        out = np.asarray(self._apm.process(pending[:usable], far), dtype=np.float32)
+        cancelled = np.asarray(self._apm.process(pending[:usable], far), dtype=np.float32)
+        out = cancelled if self.echo_heard else pending[:usable]  # AEC3 adapts either way
         self._account(pending[:usable], out, far)
         if self._since_estimate >= self._track_every:
             self._since_estimate = 0
@@ -258,7 +281,9 @@ class EchoCanceller:
                 log.info("echo cancellation: the echo delay is known again; the level gate is off")
             self.trusted = True
             self._use(estimate)
-        elif rms_dbfs(self._history) > HEARD_DBFS:
+        elif rms_dbfs(self._history) <= HEARD_DBFS:
+            self._quiet_windows += 1
+        else:
             self._unclear += 1
             if self._unclear >= UNCLEAR_LIMIT and self.trusted:
                 self.trusted = False

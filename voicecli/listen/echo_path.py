@@ -46,9 +46,12 @@ class EchoPath:
         return AudioBlock(samples, at)
 
     def gate_open(self) -> bool:
-        """True while the canceller is trusted and has adapted to the room (its first ~1.5 s of far end lets echo
-        through): the level gate then lets everything through. Until then the gate guards, as with "gate"."""
-        return self.canceller is not None and self.canceller.trusted and self.canceller.converged
+        """True while the canceller is trusted, has adapted to the room (its first ~1.5 s of far end lets echo
+        through) and knows whether there is an echo at all (found, or a capture that stayed quiet while the far end
+        played): the level gate then lets everything through. Until then the gate guards, as with "gate"."""
+        canceller = self.canceller
+        return (canceller is not None and canceller.trusted and canceller.converged
+                and (canceller.echo_heard or canceller.echo_absent))
 
 
 def open_echo_path(config: Config, sink: object) -> EchoPath:
