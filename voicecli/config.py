@@ -127,6 +127,7 @@ CONSTRAINTS: dict[str, Constraint] = {
     "audio.input_mode": Choice(("vad", "push_to_talk")),
     "audio.vad_silence_ms": Range(100, 5000),
     "audio.speculate_ms": Range(50, 2000),
+    "audio.partial_ms": Range(0, 10000),
     "audio.turn_end_complete_ms": Range(100, 5000),
     "audio.turn_end_incomplete_ms": Range(100, 10000),
     "audio.block_frames": Range(64, 8192),
@@ -357,6 +358,8 @@ class AudioSettings:
     input_mode: str
     vad_silence_ms: int
     speculate_ms: int
+    partial_ms: int
+    """Decode the growing utterance after every this much of it while the user speaks (0: off)."""
     speculative_answers: bool
     transcript_aware_turn_end: bool
     prosody_turn_end: bool

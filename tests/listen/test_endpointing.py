@@ -14,6 +14,7 @@ import pytest
 from numpy.typing import NDArray
 
 from tests.pulse import PrivatePulse
+from voicecli.audio.levels import rms_dbfs
 from voicecli.audio.rates import SPEECH_RATE
 from voicecli.listen.endpointing import (
     WINDOW,
@@ -23,9 +24,10 @@ from voicecli.listen.endpointing import (
     SpeechEnded,
     SpeechPaused,
     SpeechStarted,
+    SpeechStopped,
     TurnEvent,
 )
-from voicecli.listen.microphone import Microphone, rms_dbfs
+from voicecli.listen.microphone import Microphone
 
 Audio = NDArray[np.float32]
 PROMPT = "What is the capital of France"
@@ -330,3 +332,37 @@ def test_end_after_is_forgotten_when_speech_resumes(prompt: tuple[Path, Audio], 
         "SpeechStarted", "SpeechPaused", "SpeechResumed", "SpeechPaused", "SpeechEnded"]
     endpointer.end_after(100)  # not paused any more: ignored
     assert not endpointer.in_speech
+
+
+def test_a_stop_comes_first_with_the_pauses_speech_and_less_silence(prompt: tuple[Path, Audio], vad: SileroVad) -> None:
+    """report_stops: the first silent window after the speech is reported before the pause, with the same speech
+    (`voiced`) and one silent window where the pause keeps tail_ms: what lets the pause reuse its decode."""
+    vad.reset()
+    endpointer = Endpointer(silence_ms=700, tail_ms=96, report_stops=True, vad=vad)
+    events = run(endpointer, np.concatenate([silence(1.0), prompt[1], silence(1.5)]))
+    final = [(fed, e) for fed, e in events if isinstance(e, SpeechStopped | SpeechPaused | SpeechEnded)][-3:]
+    assert kinds(final) == ["SpeechStopped", "SpeechPaused", "SpeechEnded"], kinds(events)
+    (stop_fed, stopped), (pause_fed, paused), (_, ended) = final
+    assert isinstance(stopped, SpeechStopped) and isinstance(paused, SpeechPaused) and isinstance(ended, SpeechEnded)
+    assert stopped.voiced == paused.voiced == ended.voiced > 0 and stopped.turn == paused.turn == ended.turn == 1
+    assert pause_fed - stop_fed == 2 * WINDOW  # 3 windows of tail: the stop is 64 ms sooner
+    assert len(stopped.audio) == stopped.voiced + WINDOW and len(paused.audio) == paused.voiced + 3 * WINDOW
+    np.testing.assert_array_equal(paused.audio[: len(stopped.audio)], stopped.audio)
+    # Any stop before the last one was a dip inside the speech: speech came after it, so its `voiced` is older.
+    assert all(e.voiced < stopped.voiced for _, e in events[:-3] if isinstance(e, SpeechStopped))
+
+
+def test_the_utterance_so_far_grows_with_the_speech(prompt: tuple[Path, Audio], vad: SileroVad) -> None:
+    vad.reset()
+    endpointer = Endpointer(silence_ms=700, vad=vad)
+    audio = np.concatenate([silence(1.0), prompt[1], silence(1.5)])
+    seen: list[int] = []
+    for start in range(0, len(audio), WINDOW):
+        endpointer.feed(audio[start : start + WINDOW])
+        if endpointer.speaking:
+            so_far = endpointer.utterance()
+            assert len(so_far) == endpointer.utterance_samples and endpointer.turn == 1
+            assert locate(audio, so_far) + len(so_far) == start + WINDOW  # it ends with the window just fed
+            seen.append(len(so_far))
+    assert len(seen) > 20 and seen == sorted(seen)
+    assert not endpointer.speaking and endpointer.utterance_samples == 0 and len(endpointer.utterance()) == 0

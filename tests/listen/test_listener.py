@@ -14,8 +14,18 @@ import numpy as np
 import pytest
 
 from tests.listen.test_endpointing import silence, speak
+from tests.listen.test_transcription import FakeDecoder
 from voicecli.listen.endpointing import Endpointer
-from voicecli.listen.listener import BargeIn, EchoGate, InputLevel, Listener, ListenEvent, SpokenDraft, SpokenTurn
+from voicecli.listen.listener import (
+    BargeIn,
+    EchoGate,
+    InputLevel,
+    Listener,
+    ListenEvent,
+    PartialTranscript,
+    SpokenDraft,
+    SpokenTurn,
+)
 from voicecli.listen.microphone import AudioBlock
 from voicecli.listen.transcription import Transcriber, TurnTranscriber
 from voicecli.listen.turn_completion import TurnEndPolicy
@@ -155,3 +165,99 @@ async def test_speech_after_a_pause_withdraws_the_draft(tmp_path: Path, transcri
     assert kinds[:2] == ["SpokenDraft", "DraftWithdrawn"], kinds
     turns = [e for e in events if isinstance(e, SpokenTurn)]
     assert len(turns) == 1 and "spider" in turns[0].text.lower()  # one turn, the whole question
+
+
+class LoudnessVad:
+    """Silero's place in the endpointer: any window with a sample above 0.05 is speech (the real VAD:
+    test_endpointing.py), so that the listener's logic is tested on exact, fast input."""
+
+    def reset(self) -> None:
+        pass
+
+    def __call__(self, window: np.ndarray) -> float:
+        return 0.9 if float(np.abs(window).max()) > 0.05 else 0.0
+
+
+async def feed_windows(listener: Listener, audio: np.ndarray, clock: list[float]) -> None:
+    """32 ms blocks on a fake clock, letting the listener's tasks run after each."""
+    for index in range(0, len(audio), 512):
+        clock[0] += 0.032
+        listener._block(AudioBlock(audio[index : index + 512], clock[0]))
+        await asyncio.sleep(0)
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_words_so_far_while_speaking_then_the_stops_decode_is_the_draft_and_the_turn() -> None:
+    decoder = FakeDecoder()
+    events: list[ListenEvent] = []
+    endpointer = Endpointer(silence_ms=500, tail_ms=96, report_stops=True, vad=LoudnessVad())  # type: ignore[arg-type]
+    listener = Listener(None, endpointer, TurnTranscriber(decoder), events.append, partial_ms=320)  # type: ignore[arg-type]
+    clock = [1000.0]
+    speech = np.full(32 * 512, 0.1, dtype=np.float32)  # whole windows, so that no speech spills into the silence
+    await feed_windows(listener, np.concatenate([silence(0.512), speech]), clock)
+    assert [beam for _, _, beam in decoder.jobs] == [1]  # one greedy partial, none while it runs
+    decoder.finish("how many", started_at=1.0)
+    await settle()
+    await feed_windows(listener, speech[: 13 * 512], clock)  # 416 ms more: the next partial starts at once
+    assert [beam for _, _, beam in decoder.jobs] == [1, 1] and decoder.jobs[1][1] > decoder.jobs[0][1]
+    decoder.finish("how many legs", started_at=2.0)
+    await feed_windows(listener, silence(0.16), clock)  # the stop (first silent window) and the pause (3rd)
+    assert len(decoder.jobs) == 3 and decoder.jobs[2][2] is None  # the stop's decode, at the configured beam
+    assert endpointer.paused_in(1)
+    decoder.finish("How many legs?", started_at=3.0)
+    await settle()
+    await feed_windows(listener, silence(1.5), clock)
+    await settle()
+    told = [e for e in events if not isinstance(e, InputLevel)]
+    assert [type(e).__name__ for e in told] == ["PartialTranscript"] * 3 + ["SpokenDraft", "SpokenTurn"], told
+    assert [e.text for e in told if isinstance(e, PartialTranscript)] == ["how many", "how many legs", "How many legs?"]
+    assert all(e.turn == 1 for e in told if isinstance(e, PartialTranscript | SpokenDraft | SpokenTurn))
+    assert len(decoder.jobs) == 3  # the pause and the end took the stop's decode: no other decode
+
+
+async def test_words_decoded_after_the_turn_ended_are_not_shown() -> None:
+    decoder = FakeDecoder()
+    events: list[ListenEvent] = []
+    endpointer = Endpointer(silence_ms=300, tail_ms=96, report_stops=True, vad=LoudnessVad())  # type: ignore[arg-type]
+    listener = Listener(None, endpointer, TurnTranscriber(decoder), events.append, partial_ms=320)  # type: ignore[arg-type]
+    clock = [1000.0]
+    await feed_windows(listener, np.concatenate([silence(0.5), np.full(16_000, 0.1, dtype=np.float32),
+                                                 silence(1.0)]), clock)
+    assert not endpointer.in_speech and [beam for _, _, beam in decoder.jobs] == [1, None]  # partial, stop
+    decoder.finish("how many")  # the partial, done only after the turn ended
+    await settle()
+    assert not [e for e in events if isinstance(e, PartialTranscript)]
+
+
+async def test_no_partials_when_off() -> None:
+    decoder = FakeDecoder()
+    endpointer = Endpointer(silence_ms=300, tail_ms=96, vad=LoudnessVad())  # type: ignore[arg-type]
+    listener = Listener(None, endpointer, TurnTranscriber(decoder), lambda _: None)  # type: ignore[arg-type]
+    await feed_windows(listener, np.concatenate([silence(0.5), np.full(32_000, 0.1, dtype=np.float32)]), [0.0])
+    assert decoder.jobs == []
+
+
+@pytest.mark.slow
+async def test_live_words_so_far_then_a_draft_decoded_from_the_stop(tmp_path: Path, transcriber: Transcriber) -> None:
+    """Real tiny.en at the pace of a microphone: words so far while the question is spoken, then the draft and the
+    turn from the decode started at the first silent window (handed to the pause and to the end, not redone)."""
+    _, prompt = speak("How many legs does a spider have?", tmp_path)
+    events: list[ListenEvent] = []
+    turns = TurnTranscriber(transcriber)
+    listener = Listener(None, Endpointer(silence_ms=1500, tail_ms=96, report_stops=True), turns,  # type: ignore[arg-type]
+                        events.append, policy=TurnEndPolicy(default_ms=1500, complete_ms=400, incomplete_ms=2500),
+                        partial_ms=500)
+    await feed_live(listener, np.concatenate([silence(0.5), prompt, silence(2.0)]))
+    await asyncio.sleep(0.5)
+    told = [e for e in events if not isinstance(e, InputLevel)]
+    partials = [e for e in told if isinstance(e, PartialTranscript)]
+    drafts = [e for e in told if isinstance(e, SpokenDraft)]
+    spoken = [e for e in told if isinstance(e, SpokenTurn)]
+    assert partials and turns.partials >= 1 and len(drafts) == 1 and len(spoken) == 1, told
+    assert told.index(partials[0]) < told.index(drafts[0])  # words were shown before the question ended
+    assert spoken[0].text == drafts[0].text and "spider" in spoken[0].text.lower()
+    assert turns.reused >= 2  # stop -> pause -> end: one decode

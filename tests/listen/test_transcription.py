@@ -15,7 +15,16 @@ from numpy.typing import NDArray
 from tests.listen.test_endpointing import loud_span, run, silence, speak
 from tests.pulse import PrivatePulse
 from voicecli.audio.rates import SPEECH_RATE
-from voicecli.listen.endpointing import Endpointer, PushToTalk, SileroVad, SpeechEnded, TurnEvent
+from voicecli.listen.endpointing import (
+    WINDOW,
+    Endpointer,
+    PushToTalk,
+    SileroVad,
+    SpeechEnded,
+    SpeechPaused,
+    SpeechStopped,
+    TurnEvent,
+)
 from voicecli.listen.microphone import Microphone
 from voicecli.listen.transcription import (
     Transcriber,
@@ -270,3 +279,125 @@ def test_a_sentence_repeated_whole_is_heard_once() -> None:
     assert drop_repeats("No. No. Really?") == "No. No. Really?"  # short sentences are said twice
     assert drop_repeats("Hello there. Hello there, friend.") == "Hello there. Hello there, friend."
     assert drop_repeats("") == "" and drop_repeats("What is 2 + 2?") == "What is 2 + 2?"
+
+
+class FakeDecoder:
+    """The Whisper worker as TurnTranscriber sees it: decodes queue in order, the test finishes the running one."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[asyncio.Future[Transcript], int, int | None]] = []  # future, samples, beam
+        self.withdrawn = 0
+        self.cut_short = 0
+
+    def submit(self, audio16k: Audio, speculative: bool = False, context: str = "",
+               beam_size: int | None = None) -> asyncio.Future[Transcript]:
+        future: asyncio.Future[Transcript] = asyncio.get_running_loop().create_future()
+        self.jobs.append((future, len(audio16k), beam_size))
+        return future
+
+    def _live(self) -> list[asyncio.Future[Transcript]]:
+        return [future for future, _, _ in self.jobs if not future.done()]
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._live())
+
+    def withdraw(self, future: asyncio.Future[Transcript]) -> None:
+        live = self._live()
+        if future in live[1:]:  # queued behind the running one: taken off
+            self.withdrawn += 1
+            future.cancel()
+        elif future in live:  # running: it gives up after the encoder pass (here: when the test finishes it)
+            self.cut_short += 1
+
+    def finish(self, text: str, started_at: float = 0.0) -> None:
+        """The running decode (the oldest live one) returns `text`."""
+        future = self._live()[0]
+        future.set_result(Transcript(text, 0.1, 1.0, "en", started_at, started_at + 0.1, True))
+
+
+def utterance(windows: int) -> Audio:
+    return np.zeros(windows * WINDOW, dtype=np.float32)
+
+
+async def test_a_stops_decode_is_handed_to_the_pause_and_the_end_with_no_speech_between() -> None:
+    decoder = FakeDecoder()
+    turns = TurnTranscriber(decoder)
+    stop = turns.observe(SpeechStopped(1.0, 1, utterance(41), voiced=40 * WINDOW))
+    pause = turns.observe(SpeechPaused(1.1, 1, utterance(43), voiced=40 * WINDOW))
+    end = turns.observe(SpeechEnded(1.7, 1, utterance(43), 1.0, voiced=40 * WINDOW))
+    assert stop is pause is end and len(decoder.jobs) == 1 and decoder.jobs[0][1] == 41 * WINDOW
+    assert (turns.reused, turns.discarded) == (2, 0)
+
+
+async def test_speech_after_a_stop_makes_its_decode_stale() -> None:
+    """A dip inside the speech: the pause that follows has more speech (`voiced`), so it is decoded anew, and the
+    stale decode is taken off the queue only if it has not started."""
+    decoder = FakeDecoder()
+    turns = TurnTranscriber(decoder)
+    first = turns.observe(SpeechStopped(1.0, 1, utterance(21), voiced=20 * WINDOW))
+    second = turns.observe(SpeechStopped(1.5, 1, utterance(36), voiced=35 * WINDOW))  # running: first, queued: this
+    pause = turns.observe(SpeechPaused(1.6, 1, utterance(50), voiced=47 * WINDOW))
+    assert first is not None and second is not None and pause not in (first, second)
+    assert [samples for _, samples, _ in decoder.jobs] == [21 * WINDOW, 36 * WINDOW, 50 * WINDOW]
+    assert second.cancelled() and not first.cancelled() and (decoder.withdrawn, decoder.cut_short) == (1, 1)
+    assert (turns.reused, turns.discarded) == (0, 2)
+    # Another turn's end, or a forced one, never takes a decode of a pause.
+    assert turns.observe(SpeechEnded(2.0, 2, utterance(50), 1.5, voiced=47 * WINDOW)) is not pause
+    turns.observe(SpeechPaused(3.0, 3, utterance(60), voiced=57 * WINDOW))
+    assert len(decoder.jobs) == 5
+    turns.observe(SpeechEnded(4.0, 3, utterance(60), 3.0, forced=True, voiced=57 * WINDOW))
+    assert len(decoder.jobs) == 6
+
+
+async def test_a_partial_is_greedy_and_only_decoded_when_the_worker_is_idle() -> None:
+    decoder = FakeDecoder()
+    turns = TurnTranscriber(decoder)
+    partial = turns.partial(utterance(20))
+    assert partial is not None and decoder.jobs[-1][1:] == (20 * WINDOW, 1)
+    assert turns.partial(utterance(40)) is None and len(decoder.jobs) == 1  # one at a time
+    stop = turns.observe(SpeechStopped(1.0, 1, utterance(41), voiced=40 * WINDOW))
+    assert stop is not None and decoder.jobs[-1][2] is None  # the stop's decode has the configured beam
+    assert decoder.cut_short == 1  # and the partial running in front of it gives way
+    decoder.finish("how many")
+    assert turns.partial(utterance(41)) is None  # the stop's decode runs now
+    decoder.finish("how many legs")
+    assert turns.partial(utterance(45)) is not None and turns.partials == 2
+
+
+def test_no_decode_at_a_stop_without_speculation() -> None:
+    turns = TurnTranscriber(FakeDecoder(), speculate=False)
+    assert turns.observe(SpeechStopped(1.0, 1, utterance(41), voiced=40 * WINDOW)) is None
+
+
+@pytest.mark.slow
+async def test_a_withdrawn_decode_gives_way_after_its_encoder_pass(
+    transcriber: Transcriber, prompt: tuple[Path, Audio]
+) -> None:
+    """A draft of the words so far (or a stale stop's decode) stops after the encoder pass when a stop's, a
+    pause's or an end's decode waits for the worker."""
+    partial = transcriber.submit(prompt[1], speculative=True, beam_size=1)
+    await asyncio.sleep(0.02)  # the worker has taken it up: the encoder pass alone takes ~90 ms here
+    final = transcriber.submit(prompt[1])
+    transcriber.withdraw(partial)  # running: it stops after the encoder pass
+    assert transcriber.busy
+    cut, whole = await partial, await final
+    assert cut.text == "" and has_key_words(whole) and cut.seconds < whole.seconds
+    alone = await transcriber.submit(prompt[1], speculative=True, beam_size=1)
+    assert alone.text and not transcriber.busy
+
+
+async def test_a_sound_after_the_stop_is_decoded_again() -> None:
+    """A word-final plosive: Silero hears silence in its closure, so the stop comes before the burst, which only the
+    pause's audio holds ("week" heard as "we"); noise as loud as the stop's own silent window is no such sound."""
+    decoder = FakeDecoder()
+    turns = TurnTranscriber(decoder)
+    stop_audio = np.concatenate([np.full(40 * WINDOW, 0.1, dtype=np.float32), np.full(WINDOW, 0.001, np.float32)])
+    noise = np.concatenate([stop_audio, np.full(2 * WINDOW, 0.0015, np.float32)])  # +3.5 dB: the same silence
+    burst = np.concatenate([stop_audio, np.full(WINDOW, 0.02, np.float32), np.full(WINDOW, 0.001, np.float32)])
+    stop = turns.observe(SpeechStopped(1.0, 1, stop_audio, voiced=40 * WINDOW))
+    assert turns.observe(SpeechPaused(1.1, 1, noise, voiced=40 * WINDOW)) is stop
+    stop = turns.observe(SpeechStopped(2.0, 2, stop_audio, voiced=40 * WINDOW))
+    pause = turns.observe(SpeechPaused(2.1, 2, burst, voiced=40 * WINDOW))
+    assert pause is not stop and decoder.jobs[-1][1] == len(burst) and turns.discarded == 2  # turn 1 never ended
+    assert turns.observe(SpeechEnded(2.7, 2, burst, 2.0, voiced=40 * WINDOW)) is pause  # the same audio again

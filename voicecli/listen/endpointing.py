@@ -13,7 +13,9 @@ Besides the two events every consumer needs (SpeechStarted, SpeechEnded), the en
 short moment (tail_ms) into a silence, with the utterance so far: the transcriber can start decoding it, and the app
 can start answering it speculatively, while the hang-over is still running; both reuse their work if the user does
 not resume (SpeechResumed). The audio of SpeechPaused and of the SpeechEnded that follows it without a resume are the
-same samples, which is what makes that reuse exact.
+same samples, which is what makes that reuse exact. With ``report_stops`` it also reports SpeechStopped at the first
+window below the lower threshold, tail_ms sooner than the pause: the decode can start there, and the pause reuses it
+when its `voiced` (the end of the last speech window) is the same, the audio then differing only in trailing silence.
 
 The hang-over itself can be changed per pause with ``end_after``: once the speculative transcript says the sentence
 is finished (voicecli.listen.turn_completion), the turn is confirmed sooner; an unfinished one waits longer.
@@ -98,12 +100,29 @@ class SpeechStarted:
 
 
 @dataclass(frozen=True)
+class SpeechStopped:
+    """The first window below the lower threshold after speech (``report_stops``): the earliest moment `audio` is
+    the utterance as a SpeechPaused and a SpeechEnded would hand it over if no speech follows, so decoding can
+    start ~tail_ms sooner. Silero dips there mid-sentence too (a stop consonant, a breath): a speech window after it
+    makes it stale, which `voiced` tells (see SpeechPaused.voiced)."""
+
+    at: float
+    turn: int
+    audio: Audio
+    voiced: int
+    """Samples of `audio` up to the end of its last speech window."""
+
+
+@dataclass(frozen=True)
 class SpeechPaused:
     """tail_ms of silence inside a turn: a good moment to start decoding `audio` speculatively."""
 
     at: float
     turn: int
     audio: Audio
+    voiced: int = 0
+    """Samples of the utterance up to the end of its last speech window: equal in a SpeechStopped, SpeechPaused
+    and SpeechEnded of one turn exactly when no speech window came between them (the index only grows)."""
 
 
 @dataclass(frozen=True)
@@ -127,9 +146,11 @@ class SpeechEnded:
     audio: Audio
     last_speech_at: float
     forced: bool = False
+    voiced: int = 0
+    """As SpeechPaused.voiced (0 from push-to-talk, which has no pauses)."""
 
 
-TurnEvent = SpeechStarted | SpeechPaused | SpeechResumed | SpeechEnded
+TurnEvent = SpeechStarted | SpeechStopped | SpeechPaused | SpeechResumed | SpeechEnded
 
 
 class TurnDetector(Protocol):
@@ -161,6 +182,8 @@ class Endpointer:
     - The utterance keeps `pre_roll_ms` of audio from before the onset, so soft first consonants reach Whisper.
     - The turn ends after `silence_ms` without speech; the audio keeps only `tail_ms` of that silence.
     - `speculate`: also report SpeechPaused after `tail_ms` of silence (and SpeechResumed if speech returns).
+    - `report_stops` (with `speculate`): also report SpeechStopped at the first silent window after speech, before
+      the pause is sure: the transcriber starts there and the pause reuses that decode (voicecli.listen.transcription).
     """
 
     def __init__(
@@ -172,6 +195,7 @@ class Endpointer:
         *,
         tail_ms: int = 250,
         speculate: bool = True,
+        report_stops: bool = False,
         max_utterance_ms: int = 30_000,
         vad: SileroVad | None = None,
     ) -> None:
@@ -186,6 +210,7 @@ class Endpointer:
         self._tail_windows = _windows(tail_ms)
         self._max_windows = max(self._silence_windows + 1, _windows(max_utterance_ms))
         self._speculate = speculate
+        self._report_stops = speculate and report_stops
         self._vad = vad or SileroVad()
         self._pre_roll: deque[Audio] = deque(maxlen=max(0, _windows(pre_roll_ms)))
         self._pending = np.zeros(0, dtype=np.float32)
@@ -217,6 +242,26 @@ class Endpointer:
     def paused_in(self, turn: int) -> bool:
         """True while turn `turn` is in a pause (after its SpeechPaused, before a resume or its end)."""
         return self._in_speech and self._paused and self._turn == turn
+
+    @property
+    def speaking(self) -> bool:
+        """True inside a turn while its latest window is speech (no silence counting): the utterance is growing."""
+        return self._in_speech and self._silent_run == 0
+
+    @property
+    def turn(self) -> int:
+        """The number of the current turn (of the last one between turns)."""
+        return self._turn
+
+    @property
+    def utterance_samples(self) -> int:
+        """Samples of the current turn's utterance so far, pre-roll included (0 between turns)."""
+        return len(self._utterance) * WINDOW
+
+    def utterance(self) -> Audio:
+        """The current turn's audio so far, pre-roll included (empty between turns): what a draft of the words so
+        far decodes while the user is still speaking."""
+        return np.concatenate(self._utterance) if self._utterance else np.zeros(0, dtype=np.float32)
 
     @property
     def last_speech_at(self) -> float:
@@ -279,14 +324,17 @@ class Endpointer:
         silence_windows = self._silence_windows
         if self._paused and self._pause_silence_windows is not None:
             silence_windows = self._pause_silence_windows
+        voiced = (self._last_speech_index + 1) * WINDOW
+        if self._report_stops and not self._paused and self._silent_run == 1:
+            events.append(SpeechStopped(at, self._turn, self._cut(), voiced))
         if self._silent_run >= silence_windows:
-            events.append(SpeechEnded(at, self._turn, self._cut(), self._last_speech_at))
+            events.append(SpeechEnded(at, self._turn, self._cut(), self._last_speech_at, voiced=voiced))
             self._finish_turn()
         elif self._speculate and not self._paused and self._silent_run >= max(1, self._tail_windows):
             self._paused = True
-            events.append(SpeechPaused(at, self._turn, self._cut()))
+            events.append(SpeechPaused(at, self._turn, self._cut(), voiced))
         elif len(self._utterance) >= self._max_windows:
-            events.append(SpeechEnded(at, self._turn, self._cut(), self._last_speech_at, forced=True))
+            events.append(SpeechEnded(at, self._turn, self._cut(), self._last_speech_at, forced=True, voiced=voiced))
             self._finish_turn()
 
     def _step_idle(self, window: Audio, prob: float, at: float, events: list[TurnEvent]) -> None:

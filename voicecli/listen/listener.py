@@ -11,6 +11,12 @@ sooner, an unfinished one waits longer), and it is offered to the app as a Spoke
 answering while playback is held. Speech that resumes withdraws the draft (DraftWithdrawn); the confirmed turn
 (SpokenTurn) carries the same `turn` number, and the same text when nothing was said since the pause, so the app can
 tell whether its speculative answer is the right one.
+
+The draft starts at the earliest credible moment: the first silent VAD window after speech (SpeechStopped), whose
+decode the pause then reuses when no speech came between them (voicecli.listen.transcription.TurnTranscriber).
+With `partial_ms`, the growing utterance is also decoded while the user speaks, one decode at a time and only when
+the worker is idle, and each result is offered as a PartialTranscript: the words so far, for display only (nothing
+is answered from it; consumers that do not know it ignore it).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from voicecli.listen.endpointing import (
     SpeechPaused,
     SpeechResumed,
     SpeechStarted,
+    SpeechStopped,
     TurnEvent,
 )
 from voicecli.listen.microphone import AudioBlock, Microphone, NoMicrophoneError
@@ -66,6 +73,16 @@ class SpokenDraft:
 
 
 @dataclass(frozen=True)
+class PartialTranscript:
+    """The words so far of turn `turn`, decoded while the user speaks or at a dip in the speech: show them, never
+    answer them (a SpokenDraft or SpokenTurn of the same turn supersedes them). `at`: when the decode finished."""
+
+    text: str
+    turn: int
+    at: float
+
+
+@dataclass(frozen=True)
 class DraftWithdrawn:
     """The user spoke again after a SpokenDraft: any answer to it must be dropped unheard."""
 
@@ -94,7 +111,7 @@ class HeardNothing:
     audio_s: float
 
 
-ListenEvent = SpokenTurn | SpokenDraft | DraftWithdrawn | BargeIn | InputLevel | HeardNothing
+ListenEvent = SpokenTurn | SpokenDraft | PartialTranscript | DraftWithdrawn | BargeIn | InputLevel | HeardNothing
 
 
 @dataclass
@@ -125,10 +142,12 @@ class Listener:
         policy: TurnEndPolicy | None = None,
         prosody: SmartTurn | None = None,
         fused: TurnSettings | None = None,
+        partial_ms: int = 0,
     ) -> None:
         """`prosody` (with `fused`, its thresholds): also ask Smart Turn at each pause whether the voice sounds
         finished, and choose the hang-over from the text and the voice together (voicecli.listen.end_of_turn)
-        instead of from the text alone."""
+        instead of from the text alone. `partial_ms` (0: off): decode the growing utterance after every this much
+        of it, when the Whisper worker is idle, and report PartialTranscripts."""
         self.microphone = microphone
         self.detector = detector
         self.transcriber = transcriber
@@ -141,6 +160,11 @@ class Listener:
         self._draft_turn: int | None = None  # turn of the last SpokenDraft not yet withdrawn or confirmed
         self._last_level = 0.0
         self._pending: set[asyncio.Task[None]] = set()
+        self._partial_samples = round(partial_ms * SPEECH_RATE / 1000)
+        self._partial_turn = 0  # the turn the next partial belongs to, and its utterance length at the last one
+        self._partial_from = 0
+        self._shown_from = 0.0  # start time of the decode behind the latest PartialTranscript (none older is shown)
+        self._ended_turn = 0  # the last turn that ended: its words so far are moot
 
     async def run(self) -> None:
         self.microphone.start()
@@ -156,6 +180,7 @@ class Listener:
         """Switch between voice activity detection and push-to-talk (the F2 key)."""
         self.detector = detector
         self._speech_start = None
+        self._partial_turn = self._ended_turn = 0  # a new detector counts its turns from 1 again
 
     def press(self) -> None:
         """Push-to-talk pressed (only meaningful with a PushToTalk detector)."""
@@ -181,6 +206,22 @@ class Listener:
             samples = np.zeros_like(samples)  # gated: the detector hears silence, so a turn in progress still ends
         for event in self.detector.feed(samples, block.at):
             self._event(event)
+        self._partial()
+
+    def _partial(self) -> None:
+        """Decode the utterance so far when `partial_ms` more of it came since the last one and the worker is idle
+        (checked again with every block while it is busy)."""
+        detector = self.detector
+        if self._partial_samples <= 0 or not isinstance(detector, Endpointer) or not detector.speaking:
+            return
+        if detector.turn != self._partial_turn:
+            self._partial_turn, self._partial_from = detector.turn, 0
+        if detector.utterance_samples - self._partial_from < self._partial_samples:
+            return
+        future = self.transcriber.partial(detector.utterance())
+        if future is not None:
+            self._partial_from = detector.utterance_samples
+            self._spawn(self._words_so_far(future, detector.turn))
 
     def _event(self, event: TurnEvent) -> None:
         if isinstance(event, SpeechStarted):
@@ -190,10 +231,14 @@ class Listener:
         if isinstance(event, SpeechResumed | SpeechStarted) and self._draft_turn is not None:
             self._on_event(DraftWithdrawn(self._draft_turn))
             self._draft_turn = None
+        if isinstance(event, SpeechEnded):
+            self._ended_turn = event.turn
         future = self.transcriber.observe(event)
         if future is None:
             return
-        if isinstance(event, SpeechPaused):
+        if isinstance(event, SpeechStopped):
+            self._spawn(self._words_so_far(future, event.turn))
+        elif isinstance(event, SpeechPaused):
             voice = None if self.prosody is None else asyncio.ensure_future(
                 asyncio.to_thread(self.prosody.probability, event.audio))
             self._spawn(self._draft(future, event, voice))
@@ -206,6 +251,17 @@ class Listener:
         task = asyncio.ensure_future(work)
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
+
+    async def _words_so_far(self, future: asyncio.Future[Transcript], turn: int) -> None:
+        """A decode of the growing utterance (a partial, or a stop's): its words, unless the turn has ended or a
+        later decode's words were shown already."""
+        with contextlib.suppress(asyncio.CancelledError):
+            transcript = await future
+            text = transcript.text.strip()
+            if not text or turn <= self._ended_turn or transcript.started_at <= self._shown_from:
+                return
+            self._shown_from = transcript.started_at
+            self._on_event(PartialTranscript(text, turn, transcript.finished_at))
 
     async def _draft(self, future: asyncio.Future[Transcript], paused: SpeechPaused,
                      voice: asyncio.Future[float] | None = None) -> None:
@@ -242,9 +298,10 @@ class Listener:
 
 
 def make_detector(input_mode: str, silence_ms: int, speculate_ms: int = 250) -> Endpointer | PushToTalk:
+    """The app's detector: with voice activity detection, drafts start at the first silent window (report_stops)."""
     if input_mode == "push_to_talk":
         return PushToTalk()
-    return Endpointer(silence_ms=silence_ms, tail_ms=min(speculate_ms, silence_ms - 1))
+    return Endpointer(silence_ms=silence_ms, tail_ms=min(speculate_ms, silence_ms - 1), report_stops=True)
 
 
 def turn_end_policy(config: Config) -> TurnEndPolicy:
@@ -271,7 +328,7 @@ def open_listener(
                              config.audio.speculate_ms)
     prosody = SmartTurn(config.models_dir) if config.audio.prosody_turn_end else None
     return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate, turn_end_policy(config),
-                    prosody, config.turn)
+                    prosody, config.turn, config.audio.partial_ms)
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,17 @@ window encodes ~3x faster, and on the espeak questions of the tests and the turn
 better (measured: 280-340 ms -> 80-110 ms per question, same words). An utterance that does not fit the window, or
 a multilingual model without a language, goes the standard way.
 
-TurnTranscriber hides end-of-turn latency: it starts decoding at SpeechPaused (a short silence, ~250 ms) while the
-endpointer's hang-over (~700 ms) is still running, and hands that result over at SpeechEnded when the user did not
-resume, which the endpointer guarantees means the very same audio.
+TurnTranscriber hides end-of-turn latency: it starts decoding at SpeechStopped (the first silent VAD window after
+speech, ~32 ms in) or else at SpeechPaused (a short silence, audio.speculate_ms) while the endpointer's hang-over
+(~700 ms) is still running, and hands that result over at SpeechPaused and SpeechEnded when no speech window came
+since (the events' `voiced` is unchanged) and the windows added since are no louder than the silent window the stop
+was called on. The audio then differs only in trailing silence (a stop's 32 ms against a pause's ~96 ms), and the
+short window pads the audio with zeros to 10 s anyway, so Whisper hears the same. The loudness check is needed:
+Silero already hears silence in the closure of a word-final plosive, and the burst after it is in the pause's audio
+only (measured: espeak-ng "...in a week?", the burst at -39 dBFS after a -64 dBFS stop window, was heard as "...we
+that we?" at the stop and "...we that week?" at the pause; the 7 other latency questions decoded the same). While
+the user speaks it can also decode the utterance so far for display (`partial`), only when no other decode is
+queued or running, so at most one such draft can stand between a stop and its decode.
 """
 
 from __future__ import annotations
@@ -25,17 +33,27 @@ import asyncio
 import concurrent.futures
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
+from voicecli.audio.levels import rms_dbfs
 from voicecli.audio.rates import SPEECH_RATE
 from voicecli.config import Config
-from voicecli.listen.endpointing import SpeechEnded, SpeechPaused, SpeechResumed, SpeechStarted, TurnEvent
+from voicecli.listen.endpointing import (
+    WINDOW,
+    SpeechEnded,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    SpeechStopped,
+    TurnEvent,
+)
 
 Audio = NDArray[np.float32]
 _MODEL_FILES = ("model.bin", "config.json", "tokenizer.json")
@@ -133,20 +151,26 @@ class Transcriber:
         self.initial_prompt = initial_prompt
         """Text every decode is conditioned on (Whisper's previous-text prompt); "" for none."""
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisper")
+        self._jobs: dict[asyncio.Future[Transcript], tuple[concurrent.futures.Future[Transcript], threading.Event]] = {}
+        """Decodes queued or running, by the future submit() returned; each leaves when its thread is done with it."""
 
     def prompt_for(self, context: str = "") -> str:
         """The decoder prompt: the configured initial prompt, then `context` (e.g. the conversation's last words)."""
         return " ".join(part.strip() for part in (self.initial_prompt, context) if part.strip())
 
-    def transcribe_sync(self, audio16k: Audio, speculative: bool = False, context: str = "") -> Transcript:
+    def transcribe_sync(self, audio16k: Audio, speculative: bool = False, context: str = "",
+                        beam_size: int | None = None, abandon: threading.Event | None = None) -> Transcript:
         """Decode one utterance (16 kHz mono float32) on the calling thread; `context`: text said before it, which
-        the decoder is conditioned on after the initial prompt (see prompt_for)."""
+        the decoder is conditioned on after the initial prompt (see prompt_for); `beam_size`: this decode's beam
+        instead of the configured one (a draft of the words so far is greedy: it is only shown); `abandon`: once
+        set, the decode gives up with an empty text after its encoder pass (see withdraw)."""
         prompt = self.prompt_for(context)
+        beam = beam_size or self.beam_size
         samples = np.ascontiguousarray(np.asarray(audio16k, dtype=np.float32).reshape(-1))
         started = time.monotonic()
         if len(samples) == 0:
             return Transcript("", 0.0, 0.0, self.language or "", started, started, speculative)
-        short = self._transcribe_short(samples, prompt)
+        short = self._transcribe_short(samples, prompt, beam, abandon)
         if short is not None:
             finished = time.monotonic()
             return Transcript(drop_repeats(short), finished - started, len(samples) / SPEECH_RATE,
@@ -154,7 +178,7 @@ class Transcriber:
         segments, info = self._model.transcribe(
             samples,
             language=self.language,  # ignored by English-only models; None lets a multilingual one detect
-            beam_size=self.beam_size,
+            beam_size=beam,
             # One temperature: the fallback ladder re-decodes low-confidence audio up to 5 times, multiplying the
             # worst-case wait for a few better guesses on mumbles.
             temperature=0.0,
@@ -170,7 +194,8 @@ class Transcriber:
             text, finished - started, len(samples) / SPEECH_RATE, str(info.language), started, finished, speculative
         )
 
-    def _transcribe_short(self, samples: Audio, prompt_text: str = "") -> str | None:
+    def _transcribe_short(self, samples: Audio, prompt_text: str = "", beam_size: int | None = None,
+                          abandon: threading.Event | None = None) -> str | None:
         """Decode an utterance that fits `window_s` with the encoder input cut to that window (see the module
         docstring); None when it does not apply. Same decoding options as the standard path: beam search at
         temperature 0, Whisper's non-speech tokens suppressed, no timestamps, and faster-whisper's rule that a
@@ -199,8 +224,11 @@ class Transcriber:
         previous = tokenizer.encode(" " + prompt_text.strip())[-(model.max_length // 2 - 1):] if prompt_text else []
         prompt = [*([tokenizer.sot_prev, *previous] if previous else []), *tokenizer.sot_sequence,
                   tokenizer.no_timestamps]
+        encoded = model.encode(window)
+        if abandon is not None and abandon.is_set():
+            return ""  # withdrawn while encoding: nobody wants the words, and another decode waits for the worker
         result = model.model.generate(
-            model.encode(window), [prompt], beam_size=self.beam_size, max_length=model.max_length,
+            encoded, [prompt], beam_size=beam_size or self.beam_size, max_length=model.max_length,
             return_scores=True, return_no_speech_prob=True, suppress_blank=True,
             suppress_tokens=get_suppressed_tokens(tokenizer, (-1,)),
         )[0]
@@ -214,10 +242,30 @@ class Transcriber:
         """Decode one utterance on the Whisper worker thread, leaving the event loop free."""
         return await self.submit(audio16k, speculative, context)
 
-    def submit(self, audio16k: Audio, speculative: bool = False, context: str = "") -> asyncio.Future[Transcript]:
+    def submit(self, audio16k: Audio, speculative: bool = False, context: str = "",
+               beam_size: int | None = None) -> asyncio.Future[Transcript]:
         """Queue a decode on the worker thread now; await the returned future for the result."""
-        loop = asyncio.get_running_loop()
-        return loop.run_in_executor(self._executor, self.transcribe_sync, audio16k, speculative, context)
+        abandon = threading.Event()
+        job = self._executor.submit(self.transcribe_sync, audio16k, speculative, context, beam_size, abandon)
+        future = asyncio.wrap_future(job, loop=asyncio.get_running_loop())
+        self._jobs[future] = (job, abandon)
+        job.add_done_callback(lambda _: self._jobs.pop(future, None))
+        return future
+
+    @property
+    def busy(self) -> bool:
+        """A decode is queued or running on the worker (a cancelled future whose thread still runs counts)."""
+        return bool(self._jobs)
+
+    def withdraw(self, future: asyncio.Future[Transcript]) -> None:
+        """A decode nobody needs any more: off the queue if it has not started; if it runs, it gives up after its
+        encoder pass (CTranslate2 cannot stop a pass midway) with an empty text, so that the decode that replaces
+        it (a stop's, a pause's, a turn's end) waits for the worker at most that long (tiny.en: ~half a decode)."""
+        held = self._jobs.get(future)
+        if held is not None:
+            job, abandon = held
+            abandon.set()
+            job.cancel()  # only succeeds while queued; the future follows it
 
     def warm_up(self) -> None:
         """Decode one second of silence: the first decode pays one-off setup that should not land on a user's turn."""
@@ -242,52 +290,118 @@ def transcriber_from_config(config: Config) -> Transcriber:
     )
 
 
+class Decoder(Protocol):
+    """What TurnTranscriber needs of a Transcriber (tests give it a fake)."""
+
+    def submit(self, audio16k: Audio, speculative: bool = False, context: str = "",
+               beam_size: int | None = None) -> asyncio.Future[Transcript]: ...
+
+    @property
+    def busy(self) -> bool: ...
+
+    def withdraw(self, future: asyncio.Future[Transcript]) -> None: ...
+
+
+QUIET_MARGIN_DB = 6.0
+"""Windows added after a stop count as silence when no louder than the stop's own silent window plus this."""
+
+
+def only_silence_after(audio: Audio, samples: int) -> bool:
+    """True when every window of `audio` after its first `samples` is no louder than the window just before them
+    (the silent window a SpeechStopped was called on) + QUIET_MARGIN_DB: nothing Whisper would hear was added."""
+    floor = rms_dbfs(audio[max(0, samples - WINDOW) : samples])
+    return all(rms_dbfs(audio[start : start + WINDOW]) <= floor + QUIET_MARGIN_DB
+               for start in range(samples, len(audio), WINDOW))
+
+
+PARTIAL_BEAM = 1
+"""A draft of the words so far is decoded greedily: it is only shown, and the shorter it runs the less a stop that
+comes while it runs waits for the worker (tiny.en, quality set: beam 1 ~121 ms p50 against beam 5's ~185)."""
+
+
 class TurnTranscriber:
     """Follows the endpointer's events and produces one Transcript per turn, decoding speculatively at pauses.
 
     Call observe() with every event; for SpeechEnded it returns the future of that turn's transcript, for
-    SpeechPaused the future of the speculative one (the app answers it speculatively and reads it to choose the
-    hang-over). A speculative decode is reused only for the same turn and the same number of samples (no speech
-    since the pause); otherwise it is dropped (its thread finishes but the result is ignored) and the final audio is
-    decoded.
+    SpeechStopped and SpeechPaused the future of the speculative one (the app answers it speculatively and reads it
+    to choose the hang-over). A speculative decode is handed over to a later SpeechPaused or SpeechEnded of the same
+    turn when no speech window came between them (same `voiced`) and what was added is silence (only_silence_after).
+    Otherwise it is dropped (taken off the queue, or cut short after its encoder pass: Transcriber.withdraw) and the
+    later audio is decoded.
+
+    partial() decodes the utterance so far while the user speaks, only when the worker is idle: a stop's, a pause's
+    or the final decode is never queued behind more than the one draft already running, and that one is withdrawn
+    (it gives way after its encoder pass, Transcriber.withdraw), as is a stop's decode made stale by more speech.
     """
 
-    def __init__(self, transcriber: Transcriber, speculate: bool = True) -> None:
+    def __init__(self, transcriber: Decoder, speculate: bool = True) -> None:
         self._transcriber = transcriber
         self._speculate = speculate
-        self._speculation: tuple[SpeechPaused, asyncio.Future[Transcript]] | None = None
+        # turn, voiced, samples decoded, the decode
+        self._speculation: tuple[int, int, int, asyncio.Future[Transcript]] | None = None
         self.reused = 0
         self.discarded = 0
+        self.partials = 0
+        self._partial: asyncio.Future[Transcript] | None = None
 
     def observe(self, event: TurnEvent) -> asyncio.Future[Transcript] | None:
-        if isinstance(event, SpeechPaused):
-            self._drop()
+        if isinstance(event, SpeechStopped | SpeechPaused):
             if not self._speculate:
                 return None
+            taken = self._take(event.turn, event.voiced, event.audio)
+            if taken is not None:
+                self._speculation = (event.turn, event.voiced, *taken)
+                return taken[1]
+            self._give_way()
             future = self._transcriber.submit(event.audio, speculative=True)
-            self._speculation = (event, future)
+            self._speculation = (event.turn, event.voiced, len(event.audio), future)
             return future
         if isinstance(event, SpeechResumed | SpeechStarted):
             self._drop()
             return None
         if isinstance(event, SpeechEnded):
-            if self._speculation is not None:
-                paused, future = self._speculation
-                if paused.turn == event.turn and paused.audio.shape == event.audio.shape:
-                    self._speculation = None
-                    self.reused += 1
-                    return future
-                self._drop()
+            taken = None if event.forced else self._take(event.turn, event.voiced, event.audio)
+            if taken is not None:
+                return taken[1]
+            self._give_way()
             return self._transcriber.submit(event.audio)
+        return None
+
+    def _give_way(self) -> None:
+        """A decode the turn needs is about to be queued: a draft of the words so far still running yields."""
+        if self._partial is not None:
+            self._transcriber.withdraw(self._partial)
+            self._partial = None
+
+    def partial(self, audio16k: Audio) -> asyncio.Future[Transcript] | None:
+        """Decode the utterance so far (greedy, speculative) if nothing else is queued or running; else None."""
+        if self._transcriber.busy:
+            return None
+        self.partials += 1
+        self._partial = self._transcriber.submit(audio16k, speculative=True, beam_size=PARTIAL_BEAM)
+        return self._partial
+
+    def _take(self, turn: int, voiced: int, audio: Audio) -> tuple[int, asyncio.Future[Transcript]] | None:
+        """The speculative decode (samples decoded, its future) if it is of this turn with no speech and no sound
+        since (and was not cancelled), else None (and it is dropped)."""
+        if self._speculation is None:
+            return None
+        held_turn, held_voiced, held_samples, future = self._speculation
+        if (held_turn == turn and held_voiced == voiced and voiced > 0 and not future.cancelled()
+                and len(audio) >= held_samples and only_silence_after(audio, held_samples)):
+            self._speculation = None
+            self.reused += 1
+            return held_samples, future
+        self._drop()
         return None
 
     def _drop(self) -> None:
         if self._speculation is None:
             return
-        _, future = self._speculation
+        _, _, _, future = self._speculation
         self._speculation = None
         self.discarded += 1
-        future.cancel()  # dequeues it if it has not started; a running decode just finishes unobserved
+        self._transcriber.withdraw(future)
         future.add_done_callback(_consume)
 
 
