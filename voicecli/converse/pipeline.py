@@ -210,6 +210,9 @@ class _Turn:
     discarded: bool = False
     held_audio: list[Samples] = field(default_factory=list)
     held_events: list[PipelineEvent] = field(default_factory=list)
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once _decide has acted on the verdict (what was held written to the sink, or the turn cancelled): the
+    end of the answer waits on it, not on the task order of one event-loop turn."""
     llm_paused: bool = False
     """The embedded LLM is paused while the first sentence is synthesized (PipelineSettings)."""
     starts: dict[int, float] = field(default_factory=dict)
@@ -484,7 +487,13 @@ class VoicePipeline:
             self._on_event(event)
 
     async def _decide(self, turn: _Turn, hold: Hold, user_text: str) -> None:
-        """Wait for a speculative turn's fate; release what it held, or cancel it unheard."""
+        """Wait for a speculative turn's fate; release what it held, or cancel it unheard (then `turn.settled`)."""
+        try:
+            await self._settle(turn, hold, user_text)
+        finally:
+            turn.settled.set()
+
+    async def _settle(self, turn: _Turn, hold: Hold, user_text: str) -> None:
         if not await hold.wait():
             turn.discarded = True
             await self._cancel(turn)
@@ -613,8 +622,7 @@ class VoicePipeline:
             if self._llm_task is not None:
                 self._llm_task.cancel()
         if turn.hold is not None and not turn.discarded:
-            await turn.hold.wait()  # the whole answer is ready before the turn is confirmed: wait for the verdict
-            await asyncio.sleep(0)  # let _decide flush what was held
+            await turn.settled.wait()  # the whole answer is ready before the turn is confirmed: wait for the verdict
         if turn.discarded:
             return
         self.sink.finish(turn.answer_id)
