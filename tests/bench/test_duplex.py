@@ -210,7 +210,8 @@ def test_duplex_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
     assert echoes
     for detail in echoes:
         assert detail["echo_correlation"] > 0.3, detail
-        assert detail["echo_delay_ms"] == pytest.approx(80, abs=30), detail
+        # a stall of the router's pacat on a loaded machine can only add to the delay (until the next resync)
+        assert 50 <= detail["echo_delay_ms"] <= 80 + 120, detail
         assert detail["echo_to_voice_db"] == pytest.approx(6, abs=4), detail
     if "aec" in modes:
         erle = data["summary_by_mode"]["aec"]["erle_db"]

@@ -10,6 +10,8 @@ sample-accurate rather than rounded to a window.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -90,3 +92,26 @@ def trim(samples: NDArray[np.float32], rate: int) -> NDArray[np.float32]:
     """The samples from the first to the last audible one (empty when nothing is audible)."""
     span = sound_span(samples, rate)
     return samples[:0] if span is None else samples[span[0]:span[1] + 1]
+
+
+class _Levels(Protocol):
+    def recent_dbfs(self, seconds: float = 0.25) -> float: ...
+
+
+class QuietWatch:
+    """When a running recording (the speaker's monitor) last had sound: the benches wait on it between questions.
+
+    `quiet(now)` must be called often (the benches' pump does, every round): it is what notices the sound.
+    """
+
+    def __init__(self, recording: _Levels, quiet_s: float, now: float) -> None:
+        self.recording = recording
+        self.quiet_s = quiet_s
+        self.since = now
+        """The last time sound was heard (or the start)."""
+
+    def quiet(self, now: float) -> bool:
+        """True once nothing audible has been heard for quiet_s."""
+        if self.recording.recent_dbfs(0.1) > AUDIBLE_DBFS:
+            self.since = now
+        return now - self.since >= self.quiet_s

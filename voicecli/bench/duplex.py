@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import queue
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -38,7 +37,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from voicecli.bench.audio_marks import AUDIBLE_DBFS, sound_span
+from voicecli.bench.audio_marks import AUDIBLE_DBFS, QuietWatch, sound_span
 from voicecli.bench.echo_path import ECHO_RATE, EchoRouter, find_echo, find_echo_piecewise
 from voicecli.bench.machine import finish_machine_info, machine_info
 from voicecli.bench.progress import BenchProgress
@@ -396,7 +395,7 @@ class DuplexRunner:
         self.bar = bar
         self.mic = pulse.record(MIC_SOURCE, rate=RECORD_RATE)
         self.speaker = pulse.record(SPEAKER_MONITOR, rate=RECORD_RATE)
-        self.quiet_since = time.monotonic()
+        self.quiet = QuietWatch(self.speaker, QUIET_S, time.monotonic())
 
     def close(self) -> tuple[NDArray[np.float32], NDArray[np.float32]]:
         """Stop recording; the whole microphone and speaker recordings."""
@@ -405,32 +404,24 @@ class DuplexRunner:
     def _audible(self) -> bool:
         return self.speaker.recent_dbfs(0.05) > AUDIBLE_DBFS
 
+    @property
+    def quiet_since(self) -> float:
+        """When the speaker last had sound (QuietWatch)."""
+        return self.quiet.since
+
     def _speaker_quiet(self, now: float) -> bool:
-        if self.speaker.recent_dbfs(0.1) > AUDIBLE_DBFS:
-            self.quiet_since = now
-        return now - self.quiet_since >= QUIET_S
+        return self.quiet.quiet(now)
 
     def _pump(self, current: DuplexTurn | None, done: Callable[[float], bool], what: str) -> None:
-        deadline = time.monotonic() + TURN_TIMEOUT_S
-        while True:
-            try:
-                at, line = self.app.lines.get(timeout=0.02)
-                if current is not None:
-                    current.take(line, at)
-            except queue.Empty:
-                pass
-            now = time.monotonic()
+        """Hand the app's lines to `current` until `done(now)` (App.pump), watching the speaker's quiet and an
+        answer that runs away (the app answering its own echo: the room is muted until the speaker is quiet)."""
+        def tick(now: float) -> None:
             self._speaker_quiet(now)
             if current is not None and not current.runaway and now - current.played_at > RUNAWAY_S:
-                current.runaway = True  # answering its own echo: mute the room until the speaker is quiet
+                current.runaway = True
                 self.router.set_gain_db(MUTED_DB)
-            if done(now):
-                return
-            if self.app.process.poll() is not None and self.app.lines.empty():
-                raise self.app.error(f"the app exited (rc {self.app.process.returncode}) {what}")
-            if now > deadline:
-                raise BenchError(f"{self.mode}: nothing settled {TURN_TIMEOUT_S:.0f} s {what}: "
-                                 + ("; ".join(self.app.stderr_tail) or "the app said nothing"))
+
+        self.app.pump(None if current is None else current.take, done, TURN_TIMEOUT_S, f"({self.mode}) {what}", tick)
 
     def ask(self, turn: DuplexTurn, interruption: Question, previous: DuplexTurn | None, gain_db: float) -> None:
         start = time.monotonic()

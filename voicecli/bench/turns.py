@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from voicecli.bench import TURNS
-from voicecli.bench.audio_marks import AUDIBLE_DBFS, first_audible, sound_span
+from voicecli.bench.audio_marks import AUDIBLE_DBFS, QuietWatch, first_audible, sound_span
 from voicecli.bench.charts import waterfall_chart
 from voicecli.bench.machine import finish_machine_info, machine_info
 from voicecli.bench.progress import BenchProgress
@@ -225,6 +225,30 @@ class App:
             if time.monotonic() > deadline:
                 raise self.error(f"the app was not listening after {timeout_s:.0f} s")
 
+    def pump(self, take: Callable[[str, float], None] | None, done: Callable[[float], bool], timeout_s: float,
+             what: str, tick: Callable[[float], object] | None = None) -> None:
+        """Hand the app's stdout lines to `take` until `done(now)`, calling `tick(now)` before it every round (a
+        bench's own watch: the speaker's quiet, an answer running away); AppExited when the app dies, BenchError
+        when nothing settles within `timeout_s` (`what`: where, for the message)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                at, line = self.lines.get(timeout=0.02)
+                if take is not None:
+                    take(line, at)
+            except queue.Empty:
+                pass
+            now = time.monotonic()
+            if tick is not None:
+                tick(now)
+            if done(now):
+                return
+            if self.process.poll() is not None and self.lines.empty():
+                raise self.error(f"the app exited (rc {self.process.returncode}) {what}")
+            if now > deadline:
+                raise BenchError(f"nothing settled in {timeout_s:.0f} s {what}: "
+                                 + ("; ".join(self.stderr_tail) or "the app said nothing"))
+
     def stop(self) -> None:
         """SIGINT, as a user's Ctrl-C (the session closes cleanly), then harder if it does not exit."""
         if self.process.poll() is None:
@@ -257,11 +281,12 @@ class TurnRunner:
         self.bar = bar
         self.mic: Recorder | None = None
         self.speaker: Recorder | None = None
-        self.quiet_since = time.monotonic()
+        self.quiet: QuietWatch | None = None
 
     def __enter__(self) -> TurnRunner:
         self.mic = self.pulse.record(MIC_SOURCE, rate=RECORD_RATE)
         self.speaker = self.pulse.record(SPEAKER_MONITOR, rate=RECORD_RATE)
+        self.quiet = QuietWatch(self.speaker, QUIET_S, time.monotonic())
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -269,42 +294,30 @@ class TurnRunner:
             if recorder is not None:
                 recorder.stop()
 
-    def _speaker_quiet(self, now: float) -> bool:
-        assert self.speaker is not None
-        if self.speaker.recent_dbfs(0.1) > AUDIBLE_DBFS:
-            self.quiet_since = now
-        return now - self.quiet_since >= QUIET_S
+    @property
+    def quiet_since(self) -> float:
+        """When the speaker last had sound (QuietWatch)."""
+        assert self.quiet is not None
+        return self.quiet.since
 
-    def _pump(self, current: Observation | None, done: Callable[[float], bool], timeout_s: float, what: str) -> None:
-        """Hand the app's lines to `current` until `done(now)`; AppExited when the app dies, BenchError on timeout."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                at, line = self.app.lines.get(timeout=0.05)
-                if current is not None:
-                    current.take(line, at)
-            except queue.Empty:
-                pass
-            now = time.monotonic()
-            self._speaker_quiet(now)  # keeps quiet_since current for `done`
-            if done(now):
-                return
-            if self.app.process.poll() is not None and self.app.lines.empty():
-                raise self.app.error(f"the app exited (rc {self.app.process.returncode}) {what}")
-            if now > deadline:
-                raise BenchError(f"{self.mode}: no settled turn {timeout_s:.0f} s {what}: "
-                                 + ("; ".join(self.app.stderr_tail) or "the app said nothing"))
+    def _speaker_quiet(self, now: float) -> bool:
+        assert self.quiet is not None
+        return self.quiet.quiet(now)
+
+    def _pump(self, current: Observation | None, done: Callable[[float], bool], what: str) -> None:
+        """Hand the app's lines to `current` until `done(now)` (App.pump), the speaker's quiet kept current."""
+        self.app.pump(None if current is None else current.take, done, TURN_TIMEOUT_S, f"({self.mode}) {what}",
+                      self._speaker_quiet)
 
     def ask(self, question: Question, turn: int, previous: Observation | None) -> Observation:
         """Play one question once the previous answer is over, and collect this question's lines."""
         assert self.mic is not None and self.speaker is not None
         start = time.monotonic()
-        self._pump(previous, lambda now: now - max(start, self.quiet_since) >= GAP_S, TURN_TIMEOUT_S,
-                   "before the next question")
+        self._pump(previous, lambda now: now - max(start, self.quiet_since) >= GAP_S, "before the next question")
         current = Observation(self.mode, turn, question, time.monotonic())
         self.pulse.play_into_mic(question.path)
         current.last_line_at = time.monotonic()
-        self._pump(current, lambda now: current.settled(now, self._speaker_quiet(now)), TURN_TIMEOUT_S,
+        self._pump(current, lambda now: current.settled(now, self._speaker_quiet(now)),
                    f"after question {question.name}")
         return current
 
@@ -339,7 +352,7 @@ class TurnRunner:
                 self.bar.step()
         if previous is not None:  # a late second turn of the last question would start within the gap
             end = time.monotonic()
-            self._pump(previous, lambda now: now - max(end, self.quiet_since) >= GAP_S + SETTLE_S, TURN_TIMEOUT_S,
+            self._pump(previous, lambda now: now - max(end, self.quiet_since) >= GAP_S + SETTLE_S,
                        "after the last question")
             self.mark(previous, time.monotonic())
         return observations
