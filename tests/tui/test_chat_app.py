@@ -248,3 +248,28 @@ async def test_a_spoken_draft_thinks_ahead_quietly_then_shows_once_confirmed(liv
         await wait_for(lambda: status.state == "idle")
         assert conversation_text(app).count(question) == 1
         assert "thought ahead 1×: 1 used, 0 dropped" in str(app.query_one(LatencyPanel).render())
+
+
+async def test_the_words_so_far_show_until_the_turn_starts(tmp_path: Path) -> None:
+    """A PartialTranscript (a draft decoded at a dip in the speech) shows in the status bar; the turn that starts
+    clears it (its text is in the conversation then); a long one shows its newest words."""
+    from voicecli.converse.pipeline import TurnStarted
+    from voicecli.listen.listener import PartialTranscript
+
+    config = make_config(tmp_path, VOICECLI_ENDPOINT__TARGET="ws://127.0.0.1:9",
+                         VOICECLI_ENDPOINT__CONNECT_TIMEOUT_S="2")
+    app = VoiceChatApp(config, mute=True)
+    async with app.run_test(size=SIZE) as pilot:
+        status = app.query_one(StatusBar)
+        app.on_listen_event(PartialTranscript("What is the capital", 1, 1.0))
+        await pilot.pause()
+        assert "heard: What is the capital" in status.render().plain
+        long = "Tell me, slowly and with every detail you know, about the longest river in South America"
+        app.on_listen_event(PartialTranscript(long, 2, 2.0))
+        await pilot.pause()
+        shown = status.render().plain
+        assert "heard: …" in shown and shown.endswith("river in South America") and "Tell me" not in shown
+        app.on_pipeline_event(TurnStarted(1, long, "spoken", "bidi"))
+        await pilot.pause()
+        assert status.hearing == "" and "heard:" not in status.render().plain
+        await pilot.press("ctrl+q")

@@ -187,7 +187,7 @@ class VoiceChatApp(App[int]):
         self.run_worker(self.listener.run(), group="listener", exclusive=True)
 
     def on_listen_event(self, event: ListenEvent) -> None:
-        from voicecli.listen.listener import HeardNothing, InputLevel
+        from voicecli.listen.listener import HeardNothing, InputLevel, PartialTranscript
 
         if not self.is_running:  # shutting down: the widgets may be gone while the listener is not yet cancelled
             return
@@ -199,6 +199,8 @@ class VoiceChatApp(App[int]):
             self.status.mic_level_db = event.db
         elif isinstance(event, HeardNothing):
             self.notify("heard nothing I could transcribe", timeout=2)
+        elif isinstance(event, PartialTranscript):  # the words so far, shown until the turn starts
+            self.status.hearing = event.text
 
     def progress(self, message: str) -> None:
         if not self.is_running:
@@ -228,6 +230,7 @@ class VoiceChatApp(App[int]):
             # Thinking ahead: the answer to what was heard so far is being prepared, unheard until the turn ends.
             self.status.state = {"started": "thinking ahead", "confirmed": "thinking"}.get(event.state, "idle")
         elif isinstance(event, TurnStarted):
+            self.status.hearing = ""  # the turn's own text takes over
             conversation.add_user(event.user_text, event.origin)
             conversation.start_answer(event.turn_id)
             self.status.state = "thinking"

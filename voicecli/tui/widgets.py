@@ -32,6 +32,10 @@ STATE_ICONS = {"starting": "…", "listening": "●", "thinking": "◐", "thinki
                "error": "✗"}
 
 
+HEARING_CHARS = 48
+"""The words so far the status bar shows (their end: the newest words)."""
+
+
 class StatusBar(Static):
     """Endpoint and connection, mode, voice, LLM, microphone level, and what the assistant is doing."""
 
@@ -44,6 +48,8 @@ class StatusBar(Static):
     input_mode: reactive[str] = reactive("vad")
     mic_level_db: reactive[float | None] = reactive(None)
     state: reactive[str] = reactive("starting")
+    hearing: reactive[str] = reactive("")
+    """The user's words so far, before their turn is confirmed (a PartialTranscript); "" once it starts."""
 
     def render(self) -> Text:
         meter = "mic off" if self.mic_level_db is None else "mic " + _meter(self.mic_level_db)
@@ -51,6 +57,9 @@ class StatusBar(Static):
         text.append(f"{STATE_ICONS.get(self.state, '?')} {self.state:14}", style="bold")
         text.append(f" │ {self.mode.upper()} │ {self.voice} ×{self.speed:g} │ {self.llm} │ {self.input_mode} {meter}")
         text.append(f" │ TTS {self.endpoint} [{self.connection}]")
+        if self.hearing:
+            shown = self.hearing if len(self.hearing) <= HEARING_CHARS else "…" + self.hearing[-HEARING_CHARS + 1:]
+            text.append(f" │ heard: {shown}", style="italic")
         return text
 
 
