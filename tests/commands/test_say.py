@@ -32,7 +32,7 @@ from tests.standins.sagemaker import Behaviour, SageMakerRuntimeStandIn
 from tests.standins.sagemaker_bidi import BidiBehaviour, BidiStandIn
 from tests.standins.tls import SelfSigned, make_self_signed
 from tests.tts.hostile import HostileEndpoint, Script, Session, complete, honest, messages, start
-from voicecli.bench.echo_path import find_echo
+from voicecli.bench.echo_path import find_pieces
 from voicecli.commands.say import ANSWER_ID, MAX_KEPT_S, SayError, _SayAudio
 from voicecli.tts.base import (
     MAX_MESSAGE_BYTES,
@@ -240,16 +240,10 @@ def piece_matches(recorded: Audio, reference: Audio, rate: int = SINK_RATE) -> l
     then reads ~0.6 although every piece was played exactly. Gaps show as offsets that grow; what was played
     wrongly (decoded, resampled or ordered) shows as pieces that are not found."""
     size = round(PIECE_S * rate)
-    padded = np.concatenate([recorded, np.zeros(size, np.float32)])  # find_echo searches lags the capture covers
-    found = []
-    for begin in range(0, len(reference) - size + 1, size):
-        piece = reference[begin:begin + size]
-        if float(np.sqrt(np.mean(np.square(piece, dtype=np.float64)))) < 1e-3:
-            continue  # a pause in the speech: nothing to find
-        match = find_echo(piece, padded, rate, max_lag_s=len(recorded) / rate)
-        if match is not None:
-            found.append((round(match.lag_s * rate) - begin, match.correlation))
-    return found
+    # each piece is searched from its own start to the end of the recording (find_pieces cuts the capture there)
+    padded = np.concatenate([recorded, np.zeros(len(reference) + size, np.float32)])
+    return [(round(match.lag_s * rate), match.correlation)
+            for _, match in find_pieces(reference, padded, rate, PIECE_S, len(recorded) / rate, -60.0)]
 
 
 def assert_heard(run: SayRun, reference: Audio, transport: str) -> None:

@@ -180,23 +180,31 @@ def find_echo(reference: NDArray[np.float32], captured: NDArray[np.float32], rat
     return EchoEstimate(lag / rate, gain, float(normalised[lag]))
 
 
-def find_echo_piecewise(reference: NDArray[np.float32], captured: NDArray[np.float32], rate: int,
-                        piece_s: float = 1.0, max_lag_s: float = MAX_LAG_S) -> EchoEstimate | None:
-    """find_echo on each `piece_s` of `reference` that has sound, against the capture from that piece's start on;
-    the medians of the pieces' lags, gains and correlations (None when no piece has sound or an echo).
-
-    Why pieces: over a whole answer of several seconds the echo path's delay can creep (a stall in the router's
-    parec or pacat on a busy machine adds its buffer's worth, for good), and one correlation over the whole answer
-    then reads low although every second of it came back; the median of short pieces says how each came back."""
+def find_pieces(reference: NDArray[np.float32], captured: NDArray[np.float32], rate: int, piece_s: float = 1.0,
+                max_lag_s: float = MAX_LAG_S, silent_dbfs: float = SILENT_PIECE_DBFS) -> list[tuple[int, EchoEstimate]]:
+    """find_echo on each `piece_s` of `reference` louder than `silent_dbfs` (a last piece of at least half that
+    length included), against the capture from that piece's start on: (the piece's first sample, where and how
+    it came back), for the pieces found."""
     size = round(piece_s * rate)
     found = []
     for start in range(0, max(1, len(reference) - size // 2), size):
         piece = reference[start:start + size]
-        if rms_dbfs(piece) <= SILENT_PIECE_DBFS:
+        if rms_dbfs(piece) <= silent_dbfs:
             continue
         estimate = find_echo(piece, captured[start:start + len(piece) + round(max_lag_s * rate)], rate, max_lag_s)
         if estimate is not None:
-            found.append(estimate)
+            found.append((start, estimate))
+    return found
+
+
+def find_echo_piecewise(reference: NDArray[np.float32], captured: NDArray[np.float32], rate: int,
+                        piece_s: float = 1.0, max_lag_s: float = MAX_LAG_S) -> EchoEstimate | None:
+    """The medians of find_pieces' lags, gains and correlations (None when no piece has sound or an echo).
+
+    Why pieces: over a whole answer of several seconds the echo path's delay can creep (a stall in the router's
+    parec or pacat on a busy machine adds its buffer's worth, for good), and one correlation over the whole answer
+    then reads low although every second of it came back; the median of short pieces says how each came back."""
+    found = [estimate for _, estimate in find_pieces(reference, captured, rate, piece_s, max_lag_s)]
     if not found:
         return None
     return EchoEstimate(float(np.median([e.lag_s for e in found])), float(np.median([e.gain_db for e in found])),
