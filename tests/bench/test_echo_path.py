@@ -17,6 +17,7 @@ from voicecli.bench.echo_path import (
     ECHO_RATE,
     DelayLine,
     EchoRouter,
+    StaleDrop,
     StreamingConvolver,
     find_echo,
     find_echo_piecewise,
@@ -58,6 +59,24 @@ def test_the_delay_line_delays_and_can_be_lengthened_or_shortened_between_answer
     line.set_delay(1)
     line.process(np.array([7, 8], dtype=np.float32))
     assert line.process(np.zeros(2, dtype=np.float32)).tolist() == [8, 0]
+
+
+def test_a_stall_s_backlog_is_dropped_and_what_comes_on_time_is_carried() -> None:
+    """10 ms reads on time pass whole; after a 150 ms stall the backlog read at once keeps only its newest 20 ms
+    (the slack), so the echo after it is as late as before; reads on time pass whole again."""
+    drop = StaleDrop(1000, slack_s=0.02)
+    clock = 5.0
+    for _ in range(10):
+        clock += 0.01
+        assert len(drop.fresh(np.ones(10, np.float32), clock)) == 10
+    clock += 0.15  # the router was not scheduled: parec recorded 150 ms meanwhile
+    backlog = np.arange(150, dtype=np.float32)
+    kept = drop.fresh(backlog, clock + 0.002)  # read a little late too: 2 ms of the slack are spent
+    assert kept.tolist() == backlog[-18:].tolist() and drop.dropped == 132
+    for _ in range(5):
+        clock += 0.01
+        assert len(drop.fresh(np.ones(10, np.float32), clock + 0.003)) == 10  # jitter within the slack
+    assert drop.received == 100 + 150 + 50 and drop.dropped == 132
 
 
 def test_an_echo_is_found_at_its_lag_and_level_and_an_unrelated_sound_is_not() -> None:
@@ -121,3 +140,24 @@ def test_the_router_carries_the_speaker_into_the_microphone_at_the_delay_and_gai
         finally:
             heard = mic.stop()
         assert float(np.max(np.abs(heard))) < 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("pulseaudio") is None or shutil.which("pacat") is None, reason="needs pulseaudio")
+def test_a_stalled_router_keeps_the_echo_at_its_delay(tmp_path: Path) -> None:
+    """The router's thread held up for 300 ms (a busy machine): the echo after it comes as late as before, not
+    300 ms later (it did before StaleDrop: 90 ms asked, 375 ms measured), and the backlog was dropped."""
+    from voicecli.bench.echo_path import measure_path
+
+    with PrivatePulse() as pulse, EchoRouter(pulse, 90.0, -6.0, seed=0) as router:
+        router.calibrate(tmp_path)
+        burst = (0.1 * np.random.default_rng(9).standard_normal(ECHO_RATE)).astype(np.float32)
+        wav = tmp_path / "burst.wav"
+        write_wav_int16(wav, np.concatenate([np.zeros(ECHO_RATE // 5, np.float32), burst]), ECHO_RATE)
+        with router._lock:  # the router's next read waits here while parec records on
+            time.sleep(0.3)
+        time.sleep(0.3)
+        found = measure_path(pulse, wav, 1.0)
+        assert found is not None and found.correlation > 0.4
+        assert found.lag_s * 1000 == pytest.approx(90, abs=15)
+        assert router.stale.dropped >= 0.25 * ECHO_RATE

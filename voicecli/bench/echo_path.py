@@ -57,6 +57,9 @@ WRITE_LATENCY_MS = 30
 CALIBRATION_S = 1.5
 CALIBRATION_DBFS = -20.0
 MAX_LAG_S = 0.5
+STALE_SLACK_S = 0.02
+"""How much later than the freshest piece so far a piece of the speaker may reach the router and still be carried
+(see StaleDrop): ordinary scheduling jitter passes, a stall's backlog does not."""
 SILENT_PIECE_DBFS = -50.0
 """A piece of reference quieter than this has nothing to find (find_echo_piecewise)."""
 
@@ -144,6 +147,38 @@ class DelayLine:
         joined = np.concatenate([self._buffer, samples.astype(np.float32)])
         self._buffer = joined[len(samples):]
         return joined[:len(samples)]
+
+
+class StaleDrop:
+    """Drops the speaker's samples that reach the router later than it can carry them at a fixed delay.
+
+    Why: parec keeps recording while the router waits (the machine is busy, the thread was not scheduled); when the
+    router wakes up it reads the backlog at once, and everything it writes goes into pacat's buffer on top of what
+    is there, so the echo comes that much later, for good (measured: stalls of 50 / 150 / 300 ms moved a 90 ms echo
+    to 115 / 220 / 375 ms). Sample k of the recording was captured at origin + k / rate; each read's lateness is
+    measured against the earliest arrival seen (the router's own latency), and samples more than `slack_s` later
+    than that are dropped: the echo has a gap where the stall was, as a real echo path never stalls, and its delay
+    stays the calibrated one."""
+
+    def __init__(self, rate: int, slack_s: float = STALE_SLACK_S) -> None:
+        self.rate = rate
+        self.slack_s = slack_s
+        self.received = 0
+        """Samples read so far, carried or not: the index of the next one."""
+        self.dropped = 0
+        self._origin: float | None = None
+        """Smallest `arrival - index / rate` seen: when sample 0 would have reached the router with no stall."""
+
+    def fresh(self, samples: NDArray[np.float32], arrived: float) -> NDArray[np.float32]:
+        """The part of `samples` (read at monotonic time `arrived`, the last one just captured) still on time."""
+        self.received += len(samples)
+        origin = arrived - self.received / self.rate
+        if self._origin is None or origin < self._origin:
+            self._origin = origin
+        late_s = origin - self._origin  # the newest sample's lateness; older ones in this read are later still
+        keep = max(0, min(len(samples), round((self.slack_s - late_s) * self.rate)))
+        self.dropped += len(samples) - keep
+        return samples[len(samples) - keep:]
 
 
 @dataclass(frozen=True)
@@ -234,6 +269,8 @@ class EchoRouter:
         self._writer: subprocess.Popen[bytes] | None = None
         self._thread: threading.Thread | None = None
         self.processed_frames = 0
+        self.stale = StaleDrop(ECHO_RATE)
+        """What a stall left behind and the router dropped (a fresh one each start: a new parec has a new clock)."""
 
     def __enter__(self) -> Self:
         self._start()
@@ -305,13 +342,14 @@ class EchoRouter:
         stdout, stdin = self._reader.stdout, self._writer.stdin
         assert isinstance(stdout, io.BufferedReader) and stdin is not None
         pending = b""
+        stale = self.stale = StaleDrop(ECHO_RATE)
         while True:
             data = stdout.read1(4096)
             if not data:
                 return
             pending += data
             usable = len(pending) - len(pending) % 4
-            samples = np.frombuffer(pending[:usable], dtype="<f4")
+            samples = stale.fresh(np.frombuffer(pending[:usable], dtype="<f4"), time.monotonic())
             pending = pending[usable:]
             with self._lock:
                 roomed = self._convolver.process(samples) if self._room_on else samples

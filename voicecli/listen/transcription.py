@@ -151,8 +151,9 @@ class Transcriber:
         self.initial_prompt = initial_prompt
         """Text every decode is conditioned on (Whisper's previous-text prompt); "" for none."""
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisper")
-        self._jobs: dict[asyncio.Future[Transcript], tuple[concurrent.futures.Future[Transcript], threading.Event]] = {}
-        """Decodes queued or running, by the future submit() returned; each leaves when its thread is done with it."""
+        self._jobs: dict[concurrent.futures.Future[Transcript], tuple[asyncio.Future[Transcript], threading.Event]] = {}
+        """Decodes queued or running, with the future submit() returned for each; one leaves on the worker thread
+        when it is done, before that future's result reaches the event loop (see submit)."""
 
     def prompt_for(self, context: str = "") -> str:
         """The decoder prompt: the configured initial prompt, then `context` (e.g. the conversation's last words)."""
@@ -247,9 +248,13 @@ class Transcriber:
         """Queue a decode on the worker thread now; await the returned future for the result."""
         abandon = threading.Event()
         job = self._executor.submit(self.transcribe_sync, audio16k, speculative, context, beam_size, abandon)
+        # Done callbacks run in the order they were added, on the worker thread: this one before wrap_future's, so
+        # `busy` is already false when an awaiting task resumes (added after, the loop could resume it first).
+        job.add_done_callback(lambda done: self._jobs.pop(done, None))
         future = asyncio.wrap_future(job, loop=asyncio.get_running_loop())
-        self._jobs[future] = (job, abandon)
-        job.add_done_callback(lambda _: self._jobs.pop(future, None))
+        self._jobs[job] = (future, abandon)
+        if job.done():  # finished (or cancelled) before it was listed: its callback found nothing to take away
+            self._jobs.pop(job, None)
         return future
 
     @property
@@ -261,11 +266,10 @@ class Transcriber:
         """A decode nobody needs any more: off the queue if it has not started; if it runs, it gives up after its
         encoder pass (CTranslate2 cannot stop a pass midway) with an empty text, so that the decode that replaces
         it (a stop's, a pause's, a turn's end) waits for the worker at most that long (tiny.en: ~half a decode)."""
-        held = self._jobs.get(future)
-        if held is not None:
-            job, abandon = held
-            abandon.set()
-            job.cancel()  # only succeeds while queued; the future follows it
+        for job, (listed, abandon) in list(self._jobs.items()):  # a copy: the worker thread takes jobs out
+            if listed is future:
+                abandon.set()
+                job.cancel()  # only succeeds while queued; the future follows it
 
     def warm_up(self) -> None:
         """Decode one second of silence: the first decode pays one-off setup that should not land on a user's turn."""
