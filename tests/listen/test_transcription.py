@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -190,11 +192,14 @@ async def test_live_push_to_talk(pulse: PrivatePulse, transcriber: Transcriber, 
         started = ptt.press()
         assert started is not None
         player = pulse.play_into_mic(prompt[0], wait=False)
-        deadline = time.monotonic() + len(prompt[1]) / SPEECH_RATE + 0.5
-        while time.monotonic() < deadline:
+        played_out: float | None = None
+        while True:  # every block until one captured well after paplay finished (however late it started)
             block = await asyncio.wait_for(mic.queue.get(), timeout=5.0)
             events += ptt.feed(block.samples, block.at)
-        player.wait(timeout=30)
+            if played_out is None and player.poll() is not None:
+                played_out = time.monotonic()
+            if played_out is not None and block.at > played_out + 0.3:
+                break
         ended = ptt.release()
     assert events == []
     assert isinstance(ended, SpeechEnded) and ended.turn == started.turn and ended.at > started.at
@@ -372,15 +377,26 @@ def test_no_decode_at_a_stop_without_speculation() -> None:
 
 @pytest.mark.slow
 async def test_a_withdrawn_decode_gives_way_after_its_encoder_pass(
-    transcriber: Transcriber, prompt: tuple[Path, Audio]
+    transcriber: Transcriber, prompt: tuple[Path, Audio], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A draft of the words so far (or a stale stop's decode) stops after the encoder pass when a stop's, a
-    pause's or an end's decode waits for the worker."""
+    pause's or an end's decode waits for the worker. The draft is withdrawn while its encoder pass runs (held
+    there by the test, not caught by a sleep that a loaded machine stretches past the pass)."""
+    encoding, release = threading.Event(), threading.Event()
+    encode = transcriber._model.encode
+
+    def held_encode(features: Any) -> Any:
+        encoding.set()
+        release.wait(30)
+        return encode(features)
+
+    monkeypatch.setattr(transcriber._model, "encode", held_encode)
     partial = transcriber.submit(prompt[1], speculative=True, beam_size=1)
-    await asyncio.sleep(0.02)  # the worker has taken it up: the encoder pass alone takes ~90 ms here
+    assert await asyncio.to_thread(encoding.wait, 30)  # the worker runs the draft's encoder pass
     final = transcriber.submit(prompt[1])
     transcriber.withdraw(partial)  # running: it stops after the encoder pass
     assert transcriber.busy
+    release.set()
     cut, whole = await partial, await final
     assert cut.text == "" and has_key_words(whole) and cut.seconds < whole.seconds
     alone = await transcriber.submit(prompt[1], speculative=True, beam_size=1)

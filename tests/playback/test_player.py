@@ -146,7 +146,10 @@ def test_the_watcher_is_woken_when_the_first_sample_is_heard_and_when_all_has_pl
         player.write(speech[:24000], "a1")
         player.end_answer("a1")
         assert player.wait_done(timeout=30)
-        time.sleep(0.1)
+        deadline = time.monotonic() + 5.0
+        while len(wakes) < 2 and time.monotonic() < deadline:  # played out: the device's latency after the last
+            time.sleep(0.01)  # sample was handed over (a loaded machine may run the audio thread late)
+        time.sleep(0.1)  # no third wake follows
         timing = player.timing("a1")
         woken = list(wakes)
         player.stop(flush_device=False)
@@ -155,7 +158,7 @@ def test_the_watcher_is_woken_when_the_first_sample_is_heard_and_when_all_has_pl
     assert len(woken) == 2, woken  # first audible, then played out: exactly once each
     (_, first_known), (played_out_at, _) = woken
     assert first_known == timing.first_audible_at_dac  # the first wake comes once the mark exists
-    assert timing.last_sample_at_dac <= played_out_at < timing.last_sample_at_dac + 0.1
+    assert timing.last_sample_at_dac <= played_out_at < timing.last_sample_at_dac + 0.25  # within a few callbacks
 
 
 @pytest.mark.parametrize("flush_device", [True, False])
