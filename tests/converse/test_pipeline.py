@@ -31,7 +31,6 @@ from tests.standins.bedrock import BedrockStandIn
 from voicecli.audio.pcm import pcm16_to_float32
 from voicecli.config import Config
 from voicecli.converse.pipeline import (
-    Hold,
     PipelineEvent,
     PipelineSettings,
     SentenceQueued,
@@ -41,6 +40,7 @@ from voicecli.converse.pipeline import (
     VoicePipeline,
     WordSpoken,
 )
+from voicecli.converse.speculation import Speculation
 from voicecli.converse.timeline import Mark
 from voicecli.llm.bedrock import BedrockLLM
 from voicecli.llm.history import Conversation
@@ -521,15 +521,15 @@ async def test_a_barge_in_on_the_speaker_keeps_the_words_the_speaker_played(
         try:
             # Held (a speculative turn) until all its audio is in, so that it then plays without a gap: two cores
             # synthesize slower than real time, and the recording's length must be the audio's.
-            hold = Hold()
-            task = asyncio.create_task(turns.pipeline.turn("Tell me about the Moon.", hold=hold))
+            guess: Speculation[PipelineEvent] = Speculation("Tell me about the Moon.", 1)
+            task = asyncio.create_task(turns.pipeline.turn("Tell me about the Moon.", speculation=guess))
             for _ in range(6000):
                 current = turns.pipeline._current
                 if current is not None and current.llm_finished.is_set() and current.sentences and all(
                         sentence.done is not None for sentence in current.sentences):
                     break
                 await asyncio.sleep(0.01)
-            hold.release()
+            guess.confirm()
             await asyncio.sleep(3.2)  # into the second sentence
             await turns.pipeline.interrupt()
             await asyncio.wait_for(task, 30)

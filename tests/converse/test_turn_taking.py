@@ -27,7 +27,7 @@ from voicecli.config import Config
 from voicecli.converse.pipeline import (
     PipelineEvent,
     PipelineSettings,
-    Speculation,
+    SpeculationState,
     TurnFinished,
     TurnStarted,
     VoicePipeline,
@@ -65,7 +65,8 @@ class Setup:
     async def held_audio(self, timeout_s: float = 120.0) -> None:
         """Wait until the speculative answer has decoded audio waiting behind its hold."""
         deadline = time.monotonic() + timeout_s
-        while not (self.pipeline._current is not None and self.pipeline._current.held_audio):
+        while not (self.pipeline._current is not None and self.pipeline._current.speculation is not None
+                   and self.pipeline._current.speculation.held_audio):
             assert time.monotonic() < deadline, "no speculative audio was made"
             await asyncio.sleep(0.02)
 
@@ -93,7 +94,7 @@ async def test_confirmed_speculation_is_held_then_played_whole(
         # taken for a barge-in.
         assert setup.sink.audio().size == 0 and not setup.of(TurnStarted) and len(setup.pipeline.history) == 0
         assert not setup.pipeline.speaking
-        assert [e.state for e in setup.of(Speculation)] == ["started"]  # type: ignore[attr-defined]
+        assert [e.state for e in setup.of(SpeculationState)] == ["started"]  # type: ignore[attr-defined]
         taker.on_listen(final())
         await asyncio.wait_for(taker.drained(), 120)
     finished = setup.of(TurnFinished)
@@ -105,7 +106,7 @@ async def test_confirmed_speculation_is_held_then_played_whole(
     assert timeline.marks["first_audio_played"] >= timeline.marks["turn_confirmed"]
     assert setup.sink.audio().size / SAMPLE_RATE > 2.0
     assert [m.role for m in setup.pipeline.history.all_messages()] == ["user", "assistant"]
-    assert [e.state for e in setup.of(Speculation)] == ["started", "confirmed"]  # type: ignore[attr-defined]
+    assert [e.state for e in setup.of(SpeculationState)] == ["started", "confirmed"]  # type: ignore[attr-defined]
     assert len(bedrock.requests) == 1  # the speculative answer WAS the answer: generated once
 
 
@@ -129,7 +130,7 @@ async def test_resumed_speech_cancels_the_answer_unheard_on_the_same_connection(
             assert setup.sink.audio().size == 0
             assert not setup.of(TurnStarted) and not setup.of(TurnFinished)
             assert len(setup.pipeline.history) == 0
-            assert [e.state for e in setup.of(Speculation)] == ["started", "cancelled"]  # type: ignore[attr-defined]
+            assert [e.state for e in setup.of(SpeculationState)] == ["started", "cancelled"]  # type: ignore[attr-defined]
             taker.on_listen(final(longer))
             await asyncio.wait_for(taker.drained(), 120)
     finally:
@@ -226,7 +227,7 @@ class FakeSetup:
         return [e for e in self.events if isinstance(e, kind)]
 
     def states(self) -> list[str]:
-        return [e.state for e in self.of(Speculation)]
+        return [e.state for e in self.of(SpeculationState)]
 
     def heard_s(self) -> float:
         return self.sink.audio().size / SAMPLE_RATE
@@ -236,7 +237,8 @@ class FakeSetup:
 
     async def held_audio(self) -> None:
         """Wait until the speculative answer has decoded audio waiting behind its hold."""
-        await wait_until(lambda: self.pipeline._current is not None and bool(self.pipeline._current.held_audio))
+        await wait_until(lambda: self.pipeline._current is not None and self.pipeline._current.speculation is not None
+                         and bool(self.pipeline._current.speculation.held_audio))
 
     async def drained(self) -> None:
         await asyncio.wait_for(self.taker.drained(), 10)

@@ -24,7 +24,7 @@ from voicecli.audio.wav import load_wav_16k, save_wav
 from voicecli.config import Config
 from voicecli.converse.pipeline import (
     PipelineEvent,
-    Speculation,
+    SpeculationState,
     TurnFailed,
     TurnFinished,
     TurnStarted,
@@ -71,7 +71,7 @@ class Headless:
         if isinstance(event, TurnStarted):
             print(f"you{' (spoken)' if event.origin == 'spoken' else ''}> {event.user_text}", file=sys.stderr,
                   flush=True)
-        elif isinstance(event, Speculation) and event.state != "confirmed":
+        elif isinstance(event, SpeculationState) and event.state != "confirmed":
             self.log(f"speculative answer {event.state}")
         elif isinstance(event, TurnFailed):
             self.failed = True

@@ -12,11 +12,11 @@ the sentences played and, of the one cut, the words played (the endpoint's word 
 position, else the played fraction of its audio: voicecli.converse.heard). TurnFinished carries that text and where
 the cut fell, for the UI and `voicecli bench duplex`.
 
-A turn may start speculatively, behind a Hold: the answer to a pause's draft transcript is generated, synthesized
-and decoded, but its audio and its UI events are held back and its question is not yet in the history. Released
-(the end of turn is confirmed), everything held flows at once and the turn goes on as any other; discarded (the user
-spoke again, or the final transcript differs), it is cancelled like a barge-in, on the same connection, and leaves
-no trace: nothing heard, nothing shown, nothing in the history.
+A turn may start speculatively (voicecli.converse.speculation): the answer to a pause's draft transcript is
+generated, synthesized and decoded, but its audio and its UI events are held back (by the Speculation, which owns
+them) and its question is not yet in the history. Confirmed (the end of turn), everything held flows at once and the
+turn goes on as any other; withdrawn (the user spoke again, or the final transcript differs), it is cancelled like a
+barge-in, on the same connection, and leaves no trace: nothing heard, nothing shown, nothing in the history.
 
 Nothing here polls. The TTS events are read by the shared `voicecli.tts.consumer.AudioConsumer`, which wakes on an
 event or when the turn's set of sentences changes; the sink wakes the turn (`AudioSink.watch`, from its audio
@@ -43,6 +43,7 @@ from voicecli.audio_devices import AudioDeviceError
 from voicecli.converse.heard import HeardCut, SentencePlay, current_word, cut_at, locate
 from voicecli.converse.segmentation import Segmenter
 from voicecli.converse.speakable import speakable_text
+from voicecli.converse.speculation import Speculation
 from voicecli.converse.timeline import Mark, SentenceMarks, SpeculationCounts, TurnTimeline
 from voicecli.llm.base import LLM, ChatMessage, LLMError, StreamEnd, TextDelta
 from voicecli.llm.history import Conversation
@@ -123,7 +124,7 @@ class TurnFailed:
 
 
 @dataclass(frozen=True)
-class Speculation:
+class SpeculationState:
     """A speculative answer "started" (thinking ahead, nothing shown or heard yet), was "confirmed" (its held
     events follow at once) or "cancelled" (dropped unheard)."""
 
@@ -133,42 +134,13 @@ class Speculation:
 
 PipelineEvent = (
     TurnStarted | AssistantDelta | SentenceQueued | SentenceAudio | SentenceWords | WordSpoken | TurnFinished
-    | TurnFailed | Speculation | Mark
+    | TurnFailed | SpeculationState | Mark
 )
 
 CAPTION_HZ = 15.0
 """Most WordSpoken events a second: a caption faster than this is not read, and each one redraws the UI."""
 CAPTION_IDLE_S = 0.25
 """Longest wait between two looks at the play position while the answer plays without word times to wait for."""
-
-
-class Hold:
-    """The gate of a speculative turn: decided once, either released (play it) or discarded (drop it unheard)."""
-
-    def __init__(self) -> None:
-        self._decided = asyncio.Event()
-        self.released = False
-        self.marks: dict[str, float] = {}
-
-    @property
-    def decided(self) -> bool:
-        return self._decided.is_set()
-
-    def release(self, marks: dict[str, float] | None = None) -> None:
-        """The end of turn is confirmed: `marks` (e.g. turn_confirmed) join the turn's timeline."""
-        if not self.decided:
-            self.released = True
-            self.marks = dict(marks or {})
-            self._decided.set()
-
-    def discard(self) -> None:
-        if not self.decided:
-            self._decided.set()
-
-    async def wait(self) -> bool:
-        """Wait for the decision; True when released."""
-        await self._decided.wait()
-        return self.released
 
 
 @dataclass
@@ -205,11 +177,8 @@ class _Turn:
     moved: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the sink reports progress or the turn is interrupted: what the wait for playback wakes on."""
     failure: str | None = None
-    hold: Hold | None = None
-    """Set while the turn is speculative and undecided; None once released (or for an ordinary turn)."""
-    discarded: bool = False
-    held_audio: list[Samples] = field(default_factory=list)
-    held_events: list[PipelineEvent] = field(default_factory=list)
+    speculation: Speculation[PipelineEvent] | None = None
+    """The guess this turn answers (None: an ordinary turn); it holds the turn's audio and events until released."""
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once _decide has acted on the verdict (what was held written to the sink, or the turn cancelled): the
     end of the answer waits on it, not on the task order of one event-loop turn."""
@@ -223,6 +192,16 @@ class _Turn:
     """Where an interruption cut the answer: taken the moment the sink stopped."""
     timed: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when word times or a new sentence's audio arrive: what the caption's timer waits on between words."""
+
+    @property
+    def held(self) -> bool:
+        """Speculative and not yet released: nothing of it is heard or shown."""
+        return self.speculation is not None and self.speculation.holds
+
+    @property
+    def discarded(self) -> bool:
+        """Speculative and withdrawn: it leaves no trace."""
+        return self.speculation is not None and self.speculation.withdrawn
 
     @property
     def sentences(self) -> list[SentenceMarks]:
@@ -324,8 +303,8 @@ class VoicePipeline:
     @property
     def speaking(self) -> bool:
         """True while a turn is in progress (generating or playing): new input then means barge-in. A speculative
-        turn still on hold is not speaking: the user may well go on talking, and that is not a barge-in."""
-        return self._current is not None and self._current.hold is None
+        turn still held is not speaking: the user may well go on talking, and that is not a barge-in."""
+        return self._current is not None and not self._current.held
 
     async def turn(
         self,
@@ -333,22 +312,24 @@ class VoicePipeline:
         origin: str = "typed",
         marks: dict[str, float] | None = None,
         *,
-        hold: Hold | None = None,
+        speculation: Speculation[PipelineEvent] | None = None,
         speculations: SpeculationCounts | None = None,
     ) -> TurnTimeline:
         """Answer one user turn, speaking as it goes. Returns the turn's timeline (also sent as TurnFinished).
 
-        With `hold` the turn is speculative until the hold is decided (see the module docstring); a discarded turn
-        returns its timeline with `interrupted` set and sends no TurnFinished. `speculations` are the counts of the
-        user turn this answers, kept on its timeline.
+        With `speculation` the turn answers that guess and is held until its verdict (see the module docstring); a
+        withdrawn one returns its timeline with `interrupted` set and sends no TurnFinished. `speculations` are the
+        counts of the user turn this answers, kept on its timeline (by default the speculation's).
         """
         turn_id = next(self._ids)
         mode = self.settings.mode
-        turn = _Turn(TurnTimeline(turn_id, mode, origin), answer_id=f"turn-{turn_id}", hold=hold)
+        turn = _Turn(TurnTimeline(turn_id, mode, origin), answer_id=f"turn-{turn_id}", speculation=speculation)
         timeline = turn.timeline
         timeline.listener = lambda mark: self._emit(turn, mark)
         if speculations is not None:
             timeline.speculations = speculations
+        elif speculation is not None:
+            timeline.speculations = speculation.counts
         for name, at in (marks or {}).items():
             timeline.mark(name, at)
         self._current = turn
@@ -360,15 +341,15 @@ class VoicePipeline:
             loop.call_soon_threadsafe(self._sink_moved)
 
         self.sink.watch(wake)
-        if hold is None:
+        if speculation is None:
             self.history.add_user(user_text)
             context = self.history.messages()
         else:
-            self._on_event(Speculation(turn_id, "started"))
+            self._on_event(SpeculationState(turn_id, "started"))
             context = self.history.messages_with(user_text)
         self._emit(turn, TurnStarted(turn_id, user_text, origin, mode))
         self._llm_task = asyncio.create_task(self._generate(turn, transport, context, batch=mode == "batch"))
-        decider = None if hold is None else asyncio.create_task(self._decide(turn, hold, user_text))
+        decider = None if speculation is None else asyncio.create_task(self._decide(turn, speculation, user_text))
         caption = asyncio.create_task(self._caption(turn))
         try:
             await self._receive(turn, transport)
@@ -390,7 +371,7 @@ class VoicePipeline:
             if decider is not None:
                 decider.cancel()
         if turn.discarded:
-            self._on_event(Speculation(turn_id, "cancelled"))
+            self._on_event(SpeculationState(turn_id, "cancelled"))
             return timeline
         spoken = " ".join(s.text for s in turn.sentences if s.index in turn.heard)
         answer = "".join(turn.text)
@@ -426,7 +407,7 @@ class VoicePipeline:
         """Seconds of the turn's answer played so far: the sink's own count where it keeps one (the speaker), else
         the time since its first audible sample, as a listener playing in real time would be; at most what was
         written."""
-        if turn.hold is not None:
+        if turn.held:
             return 0.0
         if isinstance(self.sink, PlayPosition):
             position = self.sink.played_s(turn.answer_id)
@@ -481,33 +462,31 @@ class VoicePipeline:
         """Send a turn's event to the UI, or keep it while the turn is held (a speculative answer shows nothing)."""
         if turn.discarded:
             return
-        if turn.hold is not None:
-            turn.held_events.append(event)
+        if turn.speculation is not None and turn.speculation.holds:
+            turn.speculation.hold_event(event)
         else:
             self._on_event(event)
 
-    async def _decide(self, turn: _Turn, hold: Hold, user_text: str) -> None:
-        """Wait for a speculative turn's fate; release what it held, or cancel it unheard (then `turn.settled`)."""
+    async def _decide(self, turn: _Turn, speculation: Speculation[PipelineEvent], user_text: str) -> None:
+        """Wait for a speculative turn's verdict; play what it held, or cancel it unheard (then `turn.settled`)."""
         try:
-            await self._settle(turn, hold, user_text)
+            await self._settle(turn, speculation, user_text)
         finally:
             turn.settled.set()
 
-    async def _settle(self, turn: _Turn, hold: Hold, user_text: str) -> None:
-        if not await hold.wait():
-            turn.discarded = True
+    async def _settle(self, turn: _Turn, speculation: Speculation[PipelineEvent], user_text: str) -> None:
+        if not await speculation.verdict():
             await self._cancel(turn)
             return
         self.history.add_user(user_text)
-        turn.hold = None
-        for name, at in hold.marks.items():
+        events, held = speculation.release()
+        if turn.timeline.interrupted:  # a barge-in between the confirmation and now: none of it was heard
+            return
+        for name, at in speculation.confirmed_marks.items():
             turn.timeline.mark(name, at)
-        turn.timeline.speculations.confirmed += 1
-        self._on_event(Speculation(turn.timeline.turn_id, "confirmed"))
-        for event in turn.held_events:
+        self._on_event(SpeculationState(turn.timeline.turn_id, "confirmed"))
+        for event in events:
             self._on_event(event)
-        turn.held_events.clear()
-        held, turn.held_audio = turn.held_audio, []
         try:
             for samples in held:
                 self.sink.write(samples, turn.answer_id)
@@ -526,13 +505,14 @@ class VoicePipeline:
         self.stop_audio()
         if turn is None:
             return
-        if turn.hold is None and turn.cut is None:
+        speculation = turn.speculation
+        if speculation is not None and speculation.withdraw():  # a guess nobody heard: dropped without a trace
+            turn.moved.set()
+            return
+        if turn.cut is None:
             turn.cut = self.heard_cut(turn)  # the position the sink stopped at, before anything moves on
         turn.timeline.interrupted = True
         turn.moved.set()
-        if turn.hold is not None:  # a speculative answer nobody heard: drop it without a trace
-            turn.hold.discard()
-            return
         await self._cancel(turn)
 
     async def _cancel(self, turn: _Turn) -> None:
@@ -621,7 +601,7 @@ class VoicePipeline:
             turn.audio.forget()
             if self._llm_task is not None:
                 self._llm_task.cancel()
-        if turn.hold is not None and not turn.discarded:
+        if turn.held and not turn.discarded:
             await turn.settled.wait()  # the whole answer is ready before the turn is confirmed: wait for the verdict
         if turn.discarded:
             return
@@ -643,8 +623,8 @@ class VoicePipeline:
                 resume()
 
     def _play(self, turn: _Turn, samples: Samples) -> None:
-        if turn.hold is not None:
-            turn.held_audio.append(samples)
+        if turn.speculation is not None and turn.speculation.holds:
+            turn.speculation.hold_audio(samples)
         elif not turn.discarded:
             self.sink.write(samples, turn.answer_id)
 

@@ -3,14 +3,16 @@
 This is the one place both front ends (the TUI and the headless `chat --no-tui`) hand their input to, so a spoken
 turn is answered the same way in both:
 
-- a SpokenDraft (the utterance so far, transcribed at a short pause) starts a speculative answer at once, on hold:
+- a SpokenDraft (the utterance so far, transcribed at a short pause) becomes a Speculation (the one object that owns
+  the guess: voicecli.converse.speculation) and its answer starts at once, held:
   the LLM writes, TTS synthesizes, the audio is decoded, nothing is heard or shown;
-- the SpokenTurn that confirms the same utterance (same endpointer turn, same words) releases it: the answer is
+- the SpokenTurn that confirms the same utterance (same endpointer turn, same words) confirms it: the answer is
   already under way, so the user hears it as soon as the turn is confirmed, or as soon as its first audio exists;
-- speech that resumes (DraftWithdrawn), a final transcript that differs, a typed line or a barge-in discard it:
+- speech that resumes (DraftWithdrawn), a final transcript that differs, a typed line or a barge-in withdraw it:
   cancelled on the same connection, never heard, not in the history; a differing final transcript is then
   answered from scratch;
-- the counts (started / confirmed / cancelled) ride on the timeline of the user turn they belong to.
+- the counts (started / confirmed / cancelled, kept by the speculations themselves) ride on the timeline of the
+  user turn they belong to.
 
 Speculation only starts when nothing else is being answered or waiting: a draft never interrupts an answer.
 """
@@ -21,7 +23,8 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
-from voicecli.converse.pipeline import Hold, VoicePipeline
+from voicecli.converse.pipeline import PipelineEvent, VoicePipeline
+from voicecli.converse.speculation import Speculation
 from voicecli.converse.timeline import SpeculationCounts
 from voicecli.listen.listener import BargeIn, DraftWithdrawn, ListenEvent, SpokenDraft, SpokenTurn
 
@@ -30,11 +33,12 @@ __all__ = ["TurnTaker"]
 
 @dataclass
 class _Pending:
+    """A turn waiting for the pipeline: its words, or the guess it answers."""
+
     text: str
     origin: str
     marks: dict[str, float]
-    hold: Hold | None = None
-    draft_turn: int | None = None
+    speculation: Speculation[PipelineEvent] | None = None
     counts: SpeculationCounts = field(default_factory=SpeculationCounts)
 
 
@@ -45,7 +49,7 @@ class TurnTaker:
         self.pipeline = pipeline
         self.speculate = speculate
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
-        self._draft: _Pending | None = None  # the speculative turn queued or running, until decided
+        self._draft: Speculation[PipelineEvent] | None = None  # the guess queued or being answered, until decided
         self._counts = SpeculationCounts()  # speculation of the user turn in progress
         self._busy = False
         self._idle = asyncio.Event()
@@ -103,7 +107,7 @@ class TurnTaker:
         if isinstance(event, SpokenDraft):
             self._draft_started(event)
         elif isinstance(event, DraftWithdrawn):
-            if self._draft is not None and self._draft.draft_turn == event.turn:
+            if self._draft is not None and self._draft.utterance == event.turn:
                 self._discard_draft()
         elif isinstance(event, SpokenTurn):
             self._spoken(event)
@@ -115,27 +119,23 @@ class TurnTaker:
     def _draft_started(self, draft: SpokenDraft) -> None:
         if not self.speculate or self._busy or not self._queue.empty() or self._draft is not None:
             return  # never interrupt an answer for a guess
-        self._counts.started += 1
-        pending = _Pending(draft.text, "spoken", dict(draft.marks), Hold(), draft.turn, self._counts)
-        self._draft = pending
-        self._enqueue(pending)
+        speculation: Speculation[PipelineEvent] = Speculation(draft.text, draft.turn, dict(draft.marks), self._counts)
+        self._draft = speculation
+        self._enqueue(_Pending(draft.text, "spoken", dict(draft.marks), speculation, self._counts))
 
     def _spoken(self, turn: SpokenTurn) -> None:
         draft = self._draft
-        if draft is not None and draft.hold is not None and draft.draft_turn == turn.turn and draft.text == turn.text:
+        if draft is not None and draft.confirmed_by(turn.turn, turn.text):
             self._draft = None
-            draft.hold.release({"turn_confirmed": turn.marks["turn_confirmed"]} if "turn_confirmed" in turn.marks
-                               else {})
+            draft.confirm({"turn_confirmed": turn.marks["turn_confirmed"]} if "turn_confirmed" in turn.marks else {})
             return
         self._discard_draft()
         self._enqueue(_Pending(turn.text, "spoken", dict(turn.marks), counts=self._counts))
 
     def _discard_draft(self) -> None:
         draft, self._draft = self._draft, None
-        if draft is None or draft.hold is None or draft.hold.decided:
-            return
-        draft.hold.discard()
-        draft.counts.cancelled += 1
+        if draft is not None:
+            draft.withdraw()
 
     def _enqueue(self, pending: _Pending) -> None:
         self._idle.clear()
@@ -148,11 +148,12 @@ class TurnTaker:
             pending = await self._queue.get()
             self._busy = True
             try:
-                if pending.hold is not None and pending.hold.decided and not pending.hold.released:
+                speculation = pending.speculation
+                if speculation is not None and speculation.withdrawn:
                     continue  # withdrawn before it started
-                await self.pipeline.turn(pending.text, pending.origin, pending.marks, hold=pending.hold,
+                await self.pipeline.turn(pending.text, pending.origin, pending.marks, speculation=speculation,
                                          speculations=pending.counts)
-                if pending.hold is None or pending.hold.released:
+                if speculation is None or not speculation.withdrawn:
                     self._counts = SpeculationCounts()  # the user turn is answered: the next one counts anew
             finally:
                 self._busy = False

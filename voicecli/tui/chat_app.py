@@ -24,7 +24,7 @@ from voicecli.converse.pipeline import (
     PipelineEvent,
     SentenceAudio,
     SentenceQueued,
-    Speculation,
+    SpeculationState,
     TurnFailed,
     TurnFinished,
     TurnStarted,
@@ -226,7 +226,7 @@ class VoiceChatApp(App[int]):
         if not self.is_running:  # an answer still finishing while the app shuts down has nowhere to be shown
             return
         conversation = self.conversation
-        if isinstance(event, Speculation):
+        if isinstance(event, SpeculationState):
             # Thinking ahead: the answer to what was heard so far is being prepared, unheard until the turn ends.
             self.status.state = {"started": "thinking ahead", "confirmed": "thinking"}.get(event.state, "idle")
         elif isinstance(event, TurnStarted):
