@@ -378,3 +378,17 @@ async def test_fake_a_withdrawal_of_another_utterance_leaves_the_speculation_alo
         setup.taker.on_listen(final(turn=3))
         await setup.drained()
     assert setup.states() == ["started", "confirmed"] and setup.history()[0] == QUESTION
+
+
+async def test_fake_a_barge_in_between_the_confirmation_and_the_release_plays_nothing() -> None:
+    """The end of turn is confirmed and, before the pipeline has handed over the held answer, the user barges in:
+    the answer is interrupted with nothing heard (the held audio is not played after the interruption)."""
+    async with FakeSetup(Reply(ANSWER)) as setup:
+        setup.taker.on_listen(draft())
+        await setup.held_audio()
+        setup.taker.on_listen(final())  # confirmed; the release runs at the event loop's next turn
+        await setup.taker.interrupt()  # the barge-in comes first
+        await setup.drained()
+    [finished] = setup.of(TurnFinished)
+    assert finished.interrupted and finished.spoken == "" and setup.heard_s() == 0
+    assert setup.states() == ["started", "confirmed"]  # it was the user's turn: confirmed, then cut before a word

@@ -480,13 +480,13 @@ class VoicePipeline:
             return
         self.history.add_user(user_text)
         events, held = speculation.release()
-        if turn.timeline.interrupted:  # a barge-in between the confirmation and now: none of it was heard
-            return
         for name, at in speculation.confirmed_marks.items():
             turn.timeline.mark(name, at)
         self._on_event(SpeculationState(turn.timeline.turn_id, "confirmed"))
         for event in events:
             self._on_event(event)
+        if turn.timeline.interrupted:  # a barge-in between the confirmation and now: shown, but none of it heard
+            return
         try:
             for samples in held:
                 self.sink.write(samples, turn.answer_id)
