@@ -268,6 +268,7 @@ async def test_fake_confirmed_speculation_is_held_then_played_whole() -> None:
     timeline = finished.timeline
     counts = timeline.speculations
     assert (counts.started, counts.confirmed, counts.cancelled) == (1, 1, 0)
+    assert timeline.utterance == 1 and timeline.to_json()["utterance"] == 1  # the microphone's id for the turn
     assert timeline.marks["first_audio_played"] >= timeline.marks["turn_confirmed"]
     assert setup.heard_s() == pytest.approx(sum(map(audio_seconds, ANSWER_SENTENCES)), abs=0.1)
     assert [m.role for m in setup.pipeline.history.all_messages()] == ["user", "assistant"]
@@ -294,7 +295,7 @@ async def test_fake_resumed_speech_cancels_the_answer_unheard_on_the_same_connec
     assert setup.transport.connects == 1  # the cancel travelled on the one connection, which then served the answer
     assert [e.user_text for e in setup.of(TurnStarted)] == [longer]
     [finished] = setup.of(TurnFinished)
-    assert finished.answer == "Paris and Madrid."
+    assert finished.answer == "Paris and Madrid." and finished.timeline.utterance == 1  # answered from scratch
     counts = finished.timeline.speculations
     assert (counts.started, counts.confirmed, counts.cancelled) == (1, 0, 1)
     assert setup.history() == [longer, "Paris and Madrid."]

@@ -314,12 +314,14 @@ class VoicePipeline:
         *,
         speculation: Speculation[PipelineEvent] | None = None,
         speculations: SpeculationCounts | None = None,
+        utterance: int | None = None,
     ) -> TurnTimeline:
         """Answer one user turn, speaking as it goes. Returns the turn's timeline (also sent as TurnFinished).
 
         With `speculation` the turn answers that guess and is held until its verdict (see the module docstring); a
         withdrawn one returns its timeline with `interrupted` set and sends no TurnFinished. `speculations` are the
-        counts of the user turn this answers, kept on its timeline (by default the speculation's).
+        counts of the user turn this answers, kept on its timeline (by default the speculation's); `utterance` the
+        endpointer's number of a spoken turn (by default the speculation's).
         """
         turn_id = next(self._ids)
         mode = self.settings.mode
@@ -330,6 +332,7 @@ class VoicePipeline:
             timeline.speculations = speculations
         elif speculation is not None:
             timeline.speculations = speculation.counts
+        timeline.utterance = utterance if utterance is not None or speculation is None else speculation.utterance
         for name, at in (marks or {}).items():
             timeline.mark(name, at)
         self._current = turn

@@ -97,6 +97,9 @@ class TurnTimeline:
     sentences: list[SentenceMarks] = field(default_factory=list)
     interrupted: bool = False
     speculations: SpeculationCounts = field(default_factory=SpeculationCounts)
+    utterance: int | None = None
+    """A spoken turn's number from the endpointer: the one id the turn has from the microphone (its drafts, its
+    speculations, its final transcript) to this timeline and the latency log."""
     underruns: int = 0
     """Times the speaker ran dry while the answer was still coming (a gap heard inside it; sinks.AudioSink)."""
     listener: Callable[[Mark], None] | None = field(default=None, repr=False, compare=False)
@@ -143,6 +146,7 @@ class TurnTimeline:
             "origin": self.origin,
             "interrupted": self.interrupted,
             "speculations": asdict(self.speculations),
+            "utterance": self.utterance,
             "underruns": self.underruns,
             "marks_ms": {k: round(v, 1) for k, v in self.relative().items()},
             "spans_ms": {label: _round(self.ms(a, b)) for label, a, b in KEY_SPANS},

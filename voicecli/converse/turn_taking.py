@@ -40,6 +40,8 @@ class _Pending:
     marks: dict[str, float]
     speculation: Speculation[PipelineEvent] | None = None
     counts: SpeculationCounts = field(default_factory=SpeculationCounts)
+    utterance: int | None = None
+    """The endpointer's number of a spoken turn (a speculation carries its own)."""
 
 
 class TurnTaker:
@@ -130,7 +132,7 @@ class TurnTaker:
             draft.confirm({"turn_confirmed": turn.marks["turn_confirmed"]} if "turn_confirmed" in turn.marks else {})
             return
         self._discard_draft()
-        self._enqueue(_Pending(turn.text, "spoken", dict(turn.marks), counts=self._counts))
+        self._enqueue(_Pending(turn.text, "spoken", dict(turn.marks), counts=self._counts, utterance=turn.turn))
 
     def _discard_draft(self) -> None:
         draft, self._draft = self._draft, None
@@ -152,7 +154,7 @@ class TurnTaker:
                 if speculation is not None and speculation.withdrawn:
                     continue  # withdrawn before it started
                 await self.pipeline.turn(pending.text, pending.origin, pending.marks, speculation=speculation,
-                                         speculations=pending.counts)
+                                         speculations=pending.counts, utterance=pending.utterance)
                 if speculation is None or not speculation.withdrawn:
                     self._counts = SpeculationCounts()  # the user turn is answered: the next one counts anew
             finally:
