@@ -604,8 +604,8 @@ class VoicePipeline:
             turn.audio.forget()
             if self._llm_task is not None:
                 self._llm_task.cancel()
-        if turn.held and not turn.discarded:
-            await turn.settled.wait()  # the whole answer is ready before the turn is confirmed: wait for the verdict
+        if turn.speculation is not None:
+            await turn.settled.wait()  # a speculative answer goes on once its verdict was acted on (played, cancelled)
         if turn.discarded:
             return
         self.sink.finish(turn.answer_id)
