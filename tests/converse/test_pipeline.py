@@ -279,6 +279,20 @@ async def test_fake_bidi_speaks_the_first_sentence_while_the_llm_is_still_genera
     assert len(finished) == 1 and finished[0].answer == "".join(ANSWER) and not turns.of(TurnFailed)
 
 
+async def test_fake_the_conversation_given_bounds_the_context() -> None:
+    """The history the session builds from config (llm.history_turns; the local model: at most 2) is the one the
+    LLM's context comes from: with no exchanges kept, the second question is asked alone. (An empty conversation
+    is falsy: it was once swapped for a default one keeping 8.)"""
+    async with FakeTurns(Reply(["Paris."]), Reply(["Madrid."])) as turns:
+        bounded = Conversation(max_turns=0)
+        turns.pipeline = VoicePipeline(turns.llm, {"bidi": turns.transport}, turns.sink, turns.settings, bounded,
+                                       turns.on_event)
+        assert turns.pipeline.history is bounded
+        await asyncio.wait_for(turns.pipeline.turn("What is the capital of France?"), 10)
+        await asyncio.wait_for(turns.pipeline.turn("And of Spain?"), 10)
+    assert [m.content for m in turns.llm.calls[1].messages] == ["And of Spain?"]
+
+
 async def test_fake_batch_waits_for_the_whole_answer() -> None:
     async with FakeTurns(Reply(ANSWER), mode="batch") as turns:
         timeline = await asyncio.wait_for(turns.pipeline.turn("Tell me about the Moon."), 10)

@@ -294,7 +294,9 @@ class VoicePipeline:
         self.transports = transports
         self.sink = sink
         self.settings = settings
-        self.history = history or Conversation()
+        # `is None`, not `or`: a Conversation with no messages yet is falsy (len 0), and `or` replaced the caller's
+        # bounded one (llm.history_turns) with a default of 8 exchanges.
+        self.history = history if history is not None else Conversation()
         self._on_event = on_event
         self._ids = turn_ids if turn_ids is not None else itertools.count(1)
         self._current: _Turn | None = None
