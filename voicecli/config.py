@@ -132,6 +132,7 @@ CONSTRAINTS: dict[str, Constraint] = {
     "audio.turn_end_incomplete_ms": Range(100, 10000),
     "audio.block_frames": Range(64, 8192),
     "audio.output_latency_ms": Range(10, 1000),
+    "audio.rebuffer_ms": Range(0, 2000),
     "audio.echo_margin_db": Range(-60, 60),
     "audio.echo": Choice(("aec", "gate", "off")),
     "turn.agree_ms": Range(100, 10000),
@@ -372,6 +373,8 @@ class AudioSettings:
     """Deprecated in favour of `echo`; kept so old config files still load."""
     echo_margin_db: float
     output_latency_ms: int
+    rebuffer_ms: int
+    """After an answer runs dry mid-way, wait for this much of it before playing on (doubling); 0: never wait."""
     block_frames: int
 
 

@@ -269,3 +269,49 @@ def test_the_reference_tap_holds_exactly_what_was_played_when_it_was_audible(
     heard_onset = rec.time_of_frame(float(np.flatnonzero(np.abs(captured) > SILENT)[0]))
     _measure("reference_onset_vs_captured_onset", heard_onset - tapped_onset, "s")
     assert abs(heard_onset - tapped_onset) <= 0.05
+
+
+def _gaps(captured: NDArray[np.float32], min_ms: float = 5.0) -> list[float]:
+    """Silences of at least `min_ms` inside the recorded sound (5 ms pieces), in ms."""
+    piece = CAP_RATE // 200
+    loud = np.abs(captured[: len(captured) // piece * piece]).reshape(-1, piece).max(axis=1) > SILENT
+    on = np.flatnonzero(loud)
+    if on.size == 0:
+        return []
+    gaps, run = [], 0
+    for value in loud[on[0] : on[-1] + 1]:
+        if value:
+            if run * 5 >= min_ms:
+                gaps.append(run * 5.0)
+            run = 0
+        else:
+            run += 1
+    return gaps
+
+
+def test_an_answer_coming_slower_than_real_time_pauses_instead_of_stuttering(pulse: PrivatePulse) -> None:
+    """3 s of tone arriving at 0.75x real time (60 ms every 80 ms), played side by side with and without the
+    rebuffer: without it the speaker runs dry every piece (a stutter of dozens of gaps); with it, after each dry
+    run it waits for 250 ms (then 500, 1,000) to build up: a few pauses, and every sample still played."""
+    tone = (0.3 * np.sin(2 * np.pi * 440 * np.arange(3 * SRC_RATE) / SRC_RATE)).astype(np.float32)
+    piece = round(0.06 * SRC_RATE)
+    heard: dict[float, list[float]] = {}
+    rebuffers: dict[float, int] = {}
+    for rebuffer_s in (0.0, 0.25):
+        rec = _record_while(pulse)
+        with Player(rebuffer_s=rebuffer_s) as player:
+            time.sleep(0.3)
+            for start in range(0, len(tone), piece):
+                player.write(tone[start : start + piece], "a1")
+                time.sleep(0.08)
+            player.end_answer("a1")
+            assert player.wait_done(timeout=30)
+            timing = player.timing("a1")
+            rebuffers[rebuffer_s] = player.stats.rebuffers
+        time.sleep(0.2)
+        heard[rebuffer_s] = _gaps(rec.stop())
+        assert timing is not None and timing.frames_played == len(tone)  # nothing lost either way
+    print(f"MEASURE gaps without rebuffer {len(heard[0.0])} ({sum(heard[0.0]):.0f} ms), with "
+          f"{len(heard[0.25])} ({sum(heard[0.25]):.0f} ms); rebuffers {rebuffers[0.25]}")
+    assert rebuffers[0.0] == 0 and 1 <= rebuffers[0.25] <= 4
+    assert len(heard[0.0]) >= 10 and len(heard[0.25]) <= rebuffers[0.25] + 1

@@ -7,6 +7,12 @@ Why this shape:
   sound server already hold (the stream latency, DEFAULT_LATENCY_S) still plays out; that is the floor for "silence".
 - Starvation is silent in PortAudio (no status flag when the app simply has no data), so underruns are counted
   here: a callback that had to zero-fill while an answer was still being written.
+- Running dry mid-answer (synthesis slower than real time: 2-core Xeons make Kokoro's audio at ~0.8x real time, and
+  the bench counted 89 dry 10 ms callbacks in one 2 s answer) is heard as stutter, a gap every few tens of ms,
+  words broken up. After such an underrun the player waits until `rebuffer_s` of that answer is queued (or all of
+  it was written) before it plays on, doubling the wait each time the same answer runs dry again, up to
+  REBUFFER_MAX_S: one pause instead of a stutter (`Rebuffer`). The first sample of an answer never waits: time to
+  first audio is the point of the design.
 - Latency marks: for each answer we record the monotonic time its first sample (and first audible sample) reaches
   the DAC. PortAudio timestamps use the stream's own clock (on Linux/ALSA it follows the wall clock, not
   time.monotonic), so inside the callback we take ``outputBufferDacTime - currentTime`` (how far ahead of "now" this
@@ -54,6 +60,9 @@ DEFAULT_LATENCY_S = 0.1
 late callback (xrun) through the ALSA pulse plugin lost or shifted audio (correlation 0.6 at 0.05 s); 0.1 s gave
 zero late callbacks and correlation 0.99998. It adds ~80 ms to first audio and to barge-in silence vs 0.02 s."""
 
+REBUFFER_MAX_S = 2.0
+"""The longest wait for audio after an answer ran dry (each further dry run of one answer doubles the wait)."""
+
 STREAM_CHECK_S = 0.1
 """How often a waiting ``wait_done`` looks whether the stream is still alive."""
 
@@ -77,18 +86,58 @@ class AnswerTiming:
     ended: bool = False  # end_answer() was called: no more audio will be written for it
     cancelled: bool = False  # dropped by stop()
     underruns: int = 0  # callbacks that ran dry while this answer was still being written (PlaybackStats.underruns)
+    rebuffers: int = 0  # times it ran dry and playback waited for audio to build up (Rebuffer)
 
 
 @dataclass(slots=True)
 class PlaybackStats:
     callbacks: int = 0
-    underruns: int = 0  # callbacks that zero-filled while an answer was still being written
+    underruns: int = 0  # callbacks that zero-filled while an answer was still being written (not counting waits)
+    rebuffers: int = 0  # times playback waited for an answer's audio to build up after it ran dry
+    rebuffer_callbacks: int = 0  # callbacks spent in those waits (silence, by choice)
     late_callbacks: int = 0  # PortAudio output_underflow flags (the callback itself ran late)
     frames_played: int = 0
     frames_dropped_by_stop: int = 0
     stop_requested_at: float | None = None
     silence_at_dac_after_stop: float | None = None  # DAC time of the first zero-filled buffer after stop()
     lead_times: list[float] = field(default_factory=list)  # a sample of DAC lead times seen by the callback
+
+
+@dataclass(slots=True)
+class Rebuffer:
+    """When an answer that ran dry may play on (see the module docstring): after `dry()`, `holding()` is true until
+    `first_s` of audio is queued (doubled at each further dry run of the same answer, at most `max_s`) or the
+    answer's audio has all been written. `first_s` 0 never holds (playback resumes with whatever arrives)."""
+
+    rate: int
+    first_s: float
+    max_s: float = REBUFFER_MAX_S
+    _answer: str | None = None
+    _next_s: float = 0.0
+    _want: int = 0
+    """Frames to wait for; 0: not waiting."""
+
+    def dry(self, answer_id: str) -> bool:
+        """The answer ran dry while more of it is coming: start a wait. False (no wait) when rebuffering is off."""
+        if self.first_s <= 0:
+            return False
+        if answer_id != self._answer:
+            self._answer, self._next_s = answer_id, self.first_s
+        self._want = max(1, round(self._next_s * self.rate))
+        self._next_s = min(self.max_s, self._next_s * 2)
+        return True
+
+    def holding(self, answer_id: str, queued: int, ended: bool) -> bool:
+        """Whether to keep waiting with `queued` frames of `answer_id` at hand (`ended`: no more will come)."""
+        if not self._want:
+            return False
+        if answer_id != self._answer or ended or queued >= self._want:
+            self._want = 0
+            return False
+        return True
+
+    def cancel(self) -> None:
+        self._want = 0
 
 
 @dataclass(slots=True)
@@ -111,6 +160,7 @@ class Player:
         block_ms: float = 10.0,
         stream_rate: int | None = None,
         silence_alsa: bool = True,
+        rebuffer_s: float = 0.0,
     ) -> None:
         self._sd = load_sounddevice()
         if silence_alsa:
@@ -135,6 +185,7 @@ class Player:
         if self.stream_rate != source_rate:
             self._resampler = StreamResampler(source_rate, self.stream_rate, source_channels)
         self._resampling_for: str | None = None
+        self._rebuffer = Rebuffer(self.stream_rate, rebuffer_s)
         self._stream.start()
 
     # -- opening -------------------------------------------------------------------------------------------------
@@ -247,6 +298,7 @@ class Player:
             self.stats.stop_requested_at = now
             self.stats.silence_at_dac_after_stop = None
             self._playing_out = False
+            self._rebuffer.cancel()
             self._drained.notify_all()
         if flush_device and self._stream is not None:
             self._stream.abort()
@@ -290,7 +342,11 @@ class Player:
                 stats.silence_at_dac_after_stop = dac0
             filled = 0
             queue = self._queue
-            while filled < frames and queue:
+            head = queue[0].answer_id if queue else self._current  # the answer that plays next, or ran dry
+            waiting = head is not None and self._rebuffer.holding(head, self._queued_frames, self._timings[head].ended)
+            if waiting:
+                stats.rebuffer_callbacks += 1
+            while filled < frames and queue and not waiting:
                 blk = queue[0]
                 n = min(frames - filled, blk.data.shape[0] - blk.pos)
                 chunk = blk.data[blk.pos : blk.pos + n]
@@ -318,9 +374,13 @@ class Player:
             if filled < frames:
                 outdata[filled:] = 0.0
                 current = self._timings.get(self._current) if self._current is not None else None
-                if current is not None and not current.ended and not current.cancelled:
+                if current is not None and not current.ended and not current.cancelled and not waiting:
                     stats.underruns += 1
                     current.underruns += 1
+                    assert self._current is not None
+                    if self._rebuffer.dry(self._current):
+                        stats.rebuffers += 1
+                        current.rebuffers += 1
                 if not queue:
                     self._drained.notify_all()
             if not queue and self._playing_out and now >= self._last_dac_end:

@@ -66,7 +66,8 @@ def open_speaker(config: Config) -> Speaker:
     """The configured output device (audio.output_device: name, index, or empty for the default)."""
     wanted = config.audio.output_device
     device: str | int | None = int(wanted) if wanted.isdigit() else (wanted or None)
-    return Speaker(Player(device, latency=config.audio.output_latency_ms / 1000))
+    return Speaker(Player(device, latency=config.audio.output_latency_ms / 1000,
+                          rebuffer_s=config.audio.rebuffer_ms / 1000))
 
 
 def open_sink(config: Config, mute: bool, out: Path | None) -> tuple[AudioSink, str]:
