@@ -62,21 +62,23 @@ def test_the_delay_line_delays_and_can_be_lengthened_or_shortened_between_answer
 
 
 def test_a_stall_s_backlog_is_dropped_and_what_comes_on_time_is_carried() -> None:
-    """10 ms reads on time pass whole; after a 150 ms stall the backlog read at once keeps only its newest 20 ms
-    (the slack), so the echo after it is as late as before; reads on time pass whole again."""
-    drop = StaleDrop(1000, slack_s=0.02)
+    """10 ms reads on time pass whole (pacat plays each before the next comes); after a 150 ms stall the backlog
+    read at once keeps only its newest 25 ms (what fits in the buffer the stall emptied), so the echo after it is
+    no later than before; reads on time pass whole again, a read a little late too."""
+    drop = StaleDrop(1000, slack_s=0.025)
     clock = 5.0
     for _ in range(10):
         clock += 0.01
         assert len(drop.fresh(np.ones(10, np.float32), clock)) == 10
     clock += 0.15  # the router was not scheduled: parec recorded 150 ms meanwhile
     backlog = np.arange(150, dtype=np.float32)
-    kept = drop.fresh(backlog, clock + 0.002)  # read a little late too: 2 ms of the slack are spent
-    assert kept.tolist() == backlog[-18:].tolist() and drop.dropped == 132
-    for _ in range(5):
-        clock += 0.01
-        assert len(drop.fresh(np.ones(10, np.float32), clock + 0.003)) == 10  # jitter within the slack
-    assert drop.received == 100 + 150 + 50 and drop.dropped == 132
+    kept = drop.fresh(backlog, clock)
+    assert kept.tolist() == backlog[-25:].tolist() and drop.dropped == 125
+    clock += 0.01
+    assert len(drop.fresh(np.ones(10, np.float32), clock)) == 10  # 15 ms still held: 10 more fit
+    clock += 0.013
+    assert len(drop.fresh(np.ones(13, np.float32), clock)) == 13  # 3 ms late, 3 ms more in it: fits too
+    assert drop.received == 100 + 150 + 23 and drop.dropped == 125
 
 
 def test_an_echo_is_found_at_its_lag_and_level_and_an_unrelated_sound_is_not() -> None:

@@ -54,12 +54,16 @@ BLOCK = 512
 READ_LATENCY_MS = 10
 WRITE_LATENCY_MS = 30
 """pacat's target buffer: below ~20 ms the router's writes underrun on a busy 2-core machine."""
+MEASURE_PIECE_S = 0.25
+"""The pieces `measure_path` finds the sound in, one by one (see there)."""
 CALIBRATION_S = 1.5
 CALIBRATION_DBFS = -20.0
 MAX_LAG_S = 0.5
-STALE_SLACK_S = 0.02
-"""How much later than the freshest piece so far a piece of the speaker may reach the router and still be carried
-(see StaleDrop): ordinary scheduling jitter passes, a stall's backlog does not."""
+STALE_SLACK_S = 0.025
+"""The most audio the router lets wait in pacat and PulseAudio (StaleDrop's model of it; PulseAudio holds another
+prebuffer's worth the model does not see): a 10-20 ms read on time fits, a stall's backlog does not. Measured on a
+loaded 2 cores (a CI run beside the tests): 90 ms asked, 87-104 ms after stalls of 50-300 ms; a rule on how late each
+read came (40 ms allowed) let pacat run dry unseen and the echo came 110-126 ms late."""
 SILENT_PIECE_DBFS = -50.0
 """A piece of reference quieter than this has nothing to find (find_echo_piecewise)."""
 
@@ -150,33 +154,34 @@ class DelayLine:
 
 
 class StaleDrop:
-    """Drops the speaker's samples that reach the router later than it can carry them at a fixed delay.
+    """Keeps the echo at its delay by never letting what pacat holds grow: a model of its buffer (what the router
+    wrote, less what PulseAudio played since at real time, never below empty), and of each read only as much as
+    fits under `slack_s` is written, the newest samples; older ones are dropped.
 
-    Why: parec keeps recording while the router waits (the machine is busy, the thread was not scheduled); when the
-    router wakes up it reads the backlog at once, and everything it writes goes into pacat's buffer on top of what
-    is there, so the echo comes that much later, for good (measured: stalls of 50 / 150 / 300 ms moved a 90 ms echo
-    to 115 / 220 / 375 ms). Sample k of the recording was captured at origin + k / rate; each read's lateness is
-    measured against the earliest arrival seen (the router's own latency), and samples more than `slack_s` later
-    than that are dropped: the echo has a gap where the stall was, as a real echo path never stalls, and its delay
-    stays the calibrated one."""
+    Why: parec keeps recording while the router waits (the machine is busy, the thread was not scheduled); pacat
+    runs dry meanwhile and PulseAudio pauses the stream; when the router wakes up, everything it writes is queued,
+    and the echo comes that much later, for good (measured: stalls of 50 / 150 / 300 ms moved a 90 ms echo to
+    115 / 220 / 375 ms). Dropping the backlog leaves a gap in the echo where the stall was, as a real room never
+    stalls, and its delay stays within `slack_s` of the calibrated one."""
 
     def __init__(self, rate: int, slack_s: float = STALE_SLACK_S) -> None:
         self.rate = rate
-        self.slack_s = slack_s
+        self.capacity = round(slack_s * rate)
         self.received = 0
-        """Samples read so far, carried or not: the index of the next one."""
+        """Samples read so far, carried or not."""
         self.dropped = 0
-        self._origin: float | None = None
-        """Smallest `arrival - index / rate` seen: when sample 0 would have reached the router with no stall."""
+        self._held = 0.0
+        """Samples written and not yet played, as modelled."""
+        self._at: float | None = None
 
     def fresh(self, samples: NDArray[np.float32], arrived: float) -> NDArray[np.float32]:
-        """The part of `samples` (read at monotonic time `arrived`, the last one just captured) still on time."""
+        """The newest part of `samples` (read at monotonic time `arrived`) that fits in pacat's buffer."""
+        if self._at is not None:
+            self._held = max(0.0, self._held - (arrived - self._at) * self.rate)
+        self._at = arrived
+        keep = max(0, min(len(samples), self.capacity - round(self._held)))
+        self._held += keep
         self.received += len(samples)
-        origin = arrived - self.received / self.rate
-        if self._origin is None or origin < self._origin:
-            self._origin = origin
-        late_s = origin - self._origin  # the newest sample's lateness; older ones in this read are later still
-        keep = max(0, min(len(samples), round((self.slack_s - late_s) * self.rate)))
         self.dropped += len(samples) - keep
         return samples[len(samples) - keep:]
 
@@ -391,7 +396,10 @@ class EchoRouter:
 
 def measure_path(pulse: PrivatePulse, wav: Path, seconds: float) -> EchoEstimate | None:
     """Play `wav` on the speaker while recording the speaker's monitor and the microphone, and find the speaker's
-    sound in the microphone (the lag is on the shared monotonic clock of the two recorders, ~10 ms each)."""
+    sound in the microphone (the lag is on the shared monotonic clock of the two recorders, ~10 ms each).
+
+    By MEASURE_PIECE_S pieces, their medians: on a loaded machine pacat can run dry mid-sound, and the rest then comes
+    back ~25 ms later (seen: pieces at 27 then 52 ms, one correlation over the whole 0.69, each piece 0.88+)."""
     monitor = pulse.record(SPEAKER_MONITOR, rate=ECHO_RATE)
     mic = pulse.record(MIC_SOURCE, rate=ECHO_RATE)
     try:
@@ -407,7 +415,7 @@ def measure_path(pulse: PrivatePulse, wav: Path, seconds: float) -> EchoEstimate
         reference = played[start:start + round(seconds * ECHO_RATE)]
         mic_start = round(mic.frame_at(at))
         captured = mic.samples(mic_start, mic_start + len(reference) + round(MAX_LAG_S * ECHO_RATE))
-        return find_echo(reference, captured, ECHO_RATE)
+        return find_echo_piecewise(reference, captured, ECHO_RATE, MEASURE_PIECE_S)
     finally:
         monitor.stop()
         mic.stop()
