@@ -16,8 +16,8 @@ from tests.pulse import MIC_SOURCE, PrivatePulse
 from voicecli.bench.echo_path import (
     ECHO_RATE,
     DelayLine,
+    EchoEstimate,
     EchoRouter,
-    StaleDrop,
     StreamingConvolver,
     find_echo,
     find_echo_piecewise,
@@ -61,26 +61,6 @@ def test_the_delay_line_delays_and_can_be_lengthened_or_shortened_between_answer
     assert line.process(np.zeros(2, dtype=np.float32)).tolist() == [8, 0]
 
 
-def test_a_stall_s_backlog_is_dropped_and_what_comes_on_time_is_carried() -> None:
-    """10 ms reads on time pass whole (pacat plays each before the next comes); after a 150 ms stall the backlog
-    read at once keeps only its newest 25 ms (what fits in the buffer the stall emptied), so the echo after it is
-    no later than before; reads on time pass whole again, a read a little late too."""
-    drop = StaleDrop(1000, slack_s=0.025)
-    clock = 5.0
-    for _ in range(10):
-        clock += 0.01
-        assert len(drop.fresh(np.ones(10, np.float32), clock)) == 10
-    clock += 0.15  # the router was not scheduled: parec recorded 150 ms meanwhile
-    backlog = np.arange(150, dtype=np.float32)
-    kept = drop.fresh(backlog, clock)
-    assert kept.tolist() == backlog[-25:].tolist() and drop.dropped == 125
-    clock += 0.01
-    assert len(drop.fresh(np.ones(10, np.float32), clock)) == 10  # 15 ms still held: 10 more fit
-    clock += 0.013
-    assert len(drop.fresh(np.ones(13, np.float32), clock)) == 13  # 3 ms late, 3 ms more in it: fits too
-    assert drop.received == 100 + 150 + 23 and drop.dropped == 125
-
-
 def test_an_echo_is_found_at_its_lag_and_level_and_an_unrelated_sound_is_not() -> None:
     rng = np.random.default_rng(2)
     reference = (0.1 * rng.standard_normal(ECHO_RATE)).astype(np.float32)
@@ -115,23 +95,37 @@ def test_an_echo_whose_delay_creeps_is_found_piece_by_piece() -> None:
     assert find_echo_piecewise(np.zeros_like(reference), captured, ECHO_RATE) is None
 
 
+LATE_BY_LOAD_MS = 60
+"""How much later than asked the echo may come: the router is a Python thread between parec and pacat, and each
+time a loaded machine makes it (or them) late, pacat runs dry and what it plays afterwards is that much later
+(measured beside a running CI: +22-26 ms within two seconds of calibrating). Never earlier. The duplex bench
+measures the delay of every answer's echo, so its figures say what it was."""
+
+
+def assert_on_time(found: EchoEstimate, router: EchoRouter) -> None:
+    """The echo came at the router's effective delay: not earlier, and later only by what load adds."""
+    asked = router.effective_delay_ms
+    assert asked is not None and asked - 15 <= found.lag_s * 1000 <= asked + LATE_BY_LOAD_MS, (found, asked)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("pulseaudio") is None or shutil.which("pacat") is None, reason="needs pulseaudio")
 def test_the_router_carries_the_speaker_into_the_microphone_at_the_delay_and_gain_asked(tmp_path: Path) -> None:
     """Noise played on the virtual speaker comes back in the microphone recording through the room, 90 ms later
-    (the router's own latency measured first and made up), 6 dB down; with the gain muted, nothing comes back."""
+    (the router's own latency measured first and made up; where a loaded machine makes it longer than 90 ms,
+    `effective_delay_ms` says so and the echo comes then), 6 dB down; with the gain muted, nothing comes back."""
     from voicecli.bench.echo_path import measure_path
 
     with PrivatePulse() as pulse, EchoRouter(pulse, 90.0, -6.0, seed=0) as router:
-        own = router.calibrate(tmp_path)
-        assert 5 < own.lag_s * 1000 < 90 and own.correlation > 0.4
-        assert router.effective_delay_ms == 90.0
         burst = (0.1 * np.random.default_rng(9).standard_normal(ECHO_RATE)).astype(np.float32)
         wav = tmp_path / "burst.wav"
         write_wav_int16(wav, np.concatenate([np.zeros(ECHO_RATE // 5, np.float32), burst]), ECHO_RATE)
+        own = router.calibrate(tmp_path)
+        assert own.lag_s * 1000 > 5 and own.correlation > 0.4
+        assert router.effective_delay_ms == max(90.0, own.lag_s * 1000)
         found = measure_path(pulse, wav, 1.0)
         assert found is not None and found.correlation > 0.4
-        assert found.lag_s * 1000 == pytest.approx(90, abs=15)
+        assert_on_time(found, router)
         assert found.gain_db == pytest.approx(-6, abs=1.5)
         router.set_gain_db(-math.inf)
         time.sleep(0.3)
@@ -146,20 +140,24 @@ def test_the_router_carries_the_speaker_into_the_microphone_at_the_delay_and_gai
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("pulseaudio") is None or shutil.which("pacat") is None, reason="needs pulseaudio")
-def test_a_stalled_router_keeps_the_echo_at_its_delay(tmp_path: Path) -> None:
-    """The router's thread held up for 300 ms (a busy machine): the echo after it comes as late as before, not
-    300 ms later (it did before StaleDrop: 90 ms asked, 375 ms measured), and the backlog was dropped."""
+def test_a_stall_makes_the_echo_later_and_a_resync_restores_its_delay(tmp_path: Path) -> None:
+    """The router's thread held up for 300 ms (a busy machine): its backlog then waits in pacat and the echo comes
+    ~300 ms later, for good; `resync()` (what the duplex bench does before every answer) starts a fresh path, which
+    carries the echo at the delay asked again (measured on the fresh path)."""
     from voicecli.bench.echo_path import measure_path
 
     with PrivatePulse() as pulse, EchoRouter(pulse, 90.0, -6.0, seed=0) as router:
-        router.calibrate(tmp_path)
         burst = (0.1 * np.random.default_rng(9).standard_normal(ECHO_RATE)).astype(np.float32)
         wav = tmp_path / "burst.wav"
         write_wav_int16(wav, np.concatenate([np.zeros(ECHO_RATE // 5, np.float32), burst]), ECHO_RATE)
+        router.calibrate(tmp_path)
         with router._lock:  # the router's next read waits here while parec records on
             time.sleep(0.3)
         time.sleep(0.3)
+        late = measure_path(pulse, wav, 1.0)
+        assert late is not None and late.lag_s * 1000 > router.effective_delay_ms + 150
+        router.resync()
+        router.calibrate(tmp_path)
         found = measure_path(pulse, wav, 1.0)
         assert found is not None and found.correlation > 0.4
-        assert found.lag_s * 1000 == pytest.approx(90, abs=15)
-        assert router.stale.dropped >= 0.25 * ECHO_RATE
+        assert_on_time(found, router)

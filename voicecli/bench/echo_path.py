@@ -59,11 +59,6 @@ MEASURE_PIECE_S = 0.25
 CALIBRATION_S = 1.5
 CALIBRATION_DBFS = -20.0
 MAX_LAG_S = 0.5
-STALE_SLACK_S = 0.025
-"""The most audio the router lets wait in pacat and PulseAudio (StaleDrop's model of it; PulseAudio holds another
-prebuffer's worth the model does not see): a 10-20 ms read on time fits, a stall's backlog does not. Measured on a
-loaded 2 cores (a CI run beside the tests): 90 ms asked, 87-104 ms after stalls of 50-300 ms; a rule on how late each
-read came (40 ms allowed) let pacat run dry unseen and the echo came 110-126 ms late."""
 SILENT_PIECE_DBFS = -50.0
 """A piece of reference quieter than this has nothing to find (find_echo_piecewise)."""
 
@@ -151,39 +146,6 @@ class DelayLine:
         joined = np.concatenate([self._buffer, samples.astype(np.float32)])
         self._buffer = joined[len(samples):]
         return joined[:len(samples)]
-
-
-class StaleDrop:
-    """Keeps the echo at its delay by never letting what pacat holds grow: a model of its buffer (what the router
-    wrote, less what PulseAudio played since at real time, never below empty), and of each read only as much as
-    fits under `slack_s` is written, the newest samples; older ones are dropped.
-
-    Why: parec keeps recording while the router waits (the machine is busy, the thread was not scheduled); pacat
-    runs dry meanwhile and PulseAudio pauses the stream; when the router wakes up, everything it writes is queued,
-    and the echo comes that much later, for good (measured: stalls of 50 / 150 / 300 ms moved a 90 ms echo to
-    115 / 220 / 375 ms). Dropping the backlog leaves a gap in the echo where the stall was, as a real room never
-    stalls, and its delay stays within `slack_s` of the calibrated one."""
-
-    def __init__(self, rate: int, slack_s: float = STALE_SLACK_S) -> None:
-        self.rate = rate
-        self.capacity = round(slack_s * rate)
-        self.received = 0
-        """Samples read so far, carried or not."""
-        self.dropped = 0
-        self._held = 0.0
-        """Samples written and not yet played, as modelled."""
-        self._at: float | None = None
-
-    def fresh(self, samples: NDArray[np.float32], arrived: float) -> NDArray[np.float32]:
-        """The newest part of `samples` (read at monotonic time `arrived`) that fits in pacat's buffer."""
-        if self._at is not None:
-            self._held = max(0.0, self._held - (arrived - self._at) * self.rate)
-        self._at = arrived
-        keep = max(0, min(len(samples), self.capacity - round(self._held)))
-        self._held += keep
-        self.received += len(samples)
-        self.dropped += len(samples) - keep
-        return samples[len(samples) - keep:]
 
 
 @dataclass(frozen=True)
@@ -274,8 +236,6 @@ class EchoRouter:
         self._writer: subprocess.Popen[bytes] | None = None
         self._thread: threading.Thread | None = None
         self.processed_frames = 0
-        self.stale = StaleDrop(ECHO_RATE)
-        """What a stall left behind and the router dropped (a fresh one each start: a new parec has a new clock)."""
 
     def __enter__(self) -> Self:
         self._start()
@@ -295,7 +255,11 @@ class EchoRouter:
 
     def resync(self) -> None:
         """Restart the path while the speaker is quiet: a stall of parec or pacat on a busy machine leaves their
-        buffers fuller, and the echo later, for good; a fresh pair starts again at the calibrated latency."""
+        buffers fuller, and the echo later, for good (measured: stalls of 50 / 150 / 300 ms moved a 90 ms echo to
+        115 / 220 / 375 ms); a fresh pair starts again at the calibrated latency. Why not drop a stall's backlog
+        instead: the router cannot see pacat's buffer, and both rules tried (by how late each read came; by a model
+        of the buffer) either chopped on-time audio read in bursts on a loaded machine or let pacat run dry unseen
+        (echo correlation 0.1-0.36, delays 110-126 ms for 90 beside a CI run). Whoever measures resyncs first."""
         self._stop()
         with self._lock:
             self._convolver = StreamingConvolver(self.room)
@@ -347,14 +311,13 @@ class EchoRouter:
         stdout, stdin = self._reader.stdout, self._writer.stdin
         assert isinstance(stdout, io.BufferedReader) and stdin is not None
         pending = b""
-        stale = self.stale = StaleDrop(ECHO_RATE)
         while True:
             data = stdout.read1(4096)
             if not data:
                 return
             pending += data
             usable = len(pending) - len(pending) % 4
-            samples = stale.fresh(np.frombuffer(pending[:usable], dtype="<f4"), time.monotonic())
+            samples = np.frombuffer(pending[:usable], dtype="<f4")
             pending = pending[usable:]
             with self._lock:
                 roomed = self._convolver.process(samples) if self._room_on else samples
