@@ -17,7 +17,7 @@ def audio(value: float) -> np.ndarray:
 
 async def test_a_confirmed_guess_hands_over_what_it_held_in_order_then_holds_nothing() -> None:
     counts = SpeculationCounts()
-    guess: Speculation[str] = Speculation("How many legs does a spider have?", 3, {"speech_end": 1.0}, counts)
+    guess: Speculation[str] = Speculation("How many legs does a spider have?", 3, counts)
     assert (guess.state, guess.holds, guess.decided, counts.started) == ("drafted", True, False, 1)
     guess.hold_event("TurnStarted")
     guess.hold_audio(audio(0.1))

@@ -3,7 +3,7 @@
 Why one owner: a guess at the user's turn used to be spread over the turn taker (the draft in progress, the queued
 turn's draft fields), the pipeline's Hold (the verdict) and the pipeline turn (held audio, held UI events, a
 "discarded" flag), and each place counted its own part of started / confirmed / cancelled. A Speculation holds all
-of it: the draft (its words, the endpointer's turn number they belong to, its marks), what its answer produced while
+of it: the draft (its words and the endpointer's turn number they belong to), what its answer produced while
 undecided (UI events and decoded audio, kept back in order), the verdict, and the counts of the user turn it guesses
 at (kept on that turn's timeline). The turn taker makes it from a SpokenDraft and decides it; the pipeline answers it
 and asks it, for every event and every piece of audio, whether to hold it.
@@ -42,8 +42,6 @@ class Speculation[Event]:
     text: str
     utterance: int
     """The endpointer's turn number of the words drafted: only that utterance's SpokenTurn can confirm them."""
-    marks: dict[str, float] = field(default_factory=dict)
-    """The draft's input-side marks (speech_start, speech_end, transcript_ready)."""
     counts: SpeculationCounts = field(default_factory=SpeculationCounts)
     """The counts of the user turn guessed at, shared by every guess at it; this one is counted as started."""
     state: State = field(default="drafted", init=False)

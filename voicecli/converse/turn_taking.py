@@ -121,7 +121,7 @@ class TurnTaker:
     def _draft_started(self, draft: SpokenDraft) -> None:
         if not self.speculate or self._busy or not self._queue.empty() or self._draft is not None:
             return  # never interrupt an answer for a guess
-        speculation: Speculation[PipelineEvent] = Speculation(draft.text, draft.turn, dict(draft.marks), self._counts)
+        speculation: Speculation[PipelineEvent] = Speculation(draft.text, draft.turn, self._counts)
         self._draft = speculation
         self._enqueue(_Pending(draft.text, "spoken", dict(draft.marks), speculation, self._counts))
 

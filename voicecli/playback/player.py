@@ -86,7 +86,6 @@ class AnswerTiming:
     ended: bool = False  # end_answer() was called: no more audio will be written for it
     cancelled: bool = False  # dropped by stop()
     underruns: int = 0  # callbacks that ran dry while this answer was still being written (PlaybackStats.underruns)
-    rebuffers: int = 0  # times it ran dry and playback waited for audio to build up (Rebuffer)
 
 
 @dataclass(slots=True)
@@ -94,7 +93,6 @@ class PlaybackStats:
     callbacks: int = 0
     underruns: int = 0  # callbacks that zero-filled while an answer was still being written (not counting waits)
     rebuffers: int = 0  # times playback waited for an answer's audio to build up after it ran dry
-    rebuffer_callbacks: int = 0  # callbacks spent in those waits (silence, by choice)
     late_callbacks: int = 0  # PortAudio output_underflow flags (the callback itself ran late)
     frames_played: int = 0
     frames_dropped_by_stop: int = 0
@@ -344,8 +342,6 @@ class Player:
             queue = self._queue
             head = queue[0].answer_id if queue else self._current  # the answer that plays next, or ran dry
             waiting = head is not None and self._rebuffer.holding(head, self._queued_frames, self._timings[head].ended)
-            if waiting:
-                stats.rebuffer_callbacks += 1
             while filled < frames and queue and not waiting:
                 blk = queue[0]
                 n = min(frames - filled, blk.data.shape[0] - blk.pos)
@@ -380,7 +376,6 @@ class Player:
                     assert self._current is not None
                     if self._rebuffer.dry(self._current):
                         stats.rebuffers += 1
-                        current.rebuffers += 1
                 if not queue:
                     self._drained.notify_all()
             if not queue and self._playing_out and now >= self._last_dac_end:
