@@ -57,3 +57,32 @@ def test_stereo_blocks_are_mixed_to_mono_and_old_audio_is_forgotten() -> None:
         reference.push(stereo, SPEECH_RATE, 1.0 + k * 0.01)
     assert np.allclose(reference.read(2.5, 160), 0.3)
     assert not reference.read(1.2, 160).any()  # older than keep_s
+
+
+def test_a_cut_drops_what_the_device_discarded_and_the_restart_lands_at_its_own_time() -> None:
+    """A barge-in aborts the stream at 10.92 s: the 80 ms it had pushed for 10.92-11.0 s never played, and the
+    restarted stream's first block, due at the DAC at 11.01 s (10 ms from where the discarded audio ended, inside
+    REANCHOR_S), is placed at 11.01 s, not appended at 11.0 s (10 ms early for the whole next answer)."""
+    reference = FarEndReference(keep_s=4.0)
+    old, new = np.full(160, 0.25, np.float32), np.full(160, 0.5, np.float32)
+    for k in range(100):  # 10.0 .. 11.0 s pushed
+        reference.push(old, SPEECH_RATE, 10.0 + k * 0.01)
+    reference.cut(10.92)
+    for k in range(20):
+        reference.push(new, SPEECH_RATE, 11.01 + k * 0.01)
+    assert np.allclose(reference.read(10.5, 6720), 0.25)  # 10.5 .. 10.92 s: played
+    assert not reference.read(10.92, 1440).any()  # 10.92 .. 11.01 s: discarded, then nothing yet
+    assert np.allclose(reference.read(11.01, 3200), 0.5)
+    assert reference.played_until is not None and abs(reference.played_until - 11.21) < 1e-3
+
+
+def test_a_cut_before_anything_played_or_past_the_newest_sample_changes_nothing() -> None:
+    reference = FarEndReference(keep_s=4.0)
+    reference.cut(5.0)
+    assert reference.played_until is None
+    tone = np.full(160, 0.25, np.float32)
+    for k in range(10):
+        reference.push(tone, SPEECH_RATE, 6.0 + k * 0.01)
+    reference.cut(6.2)  # the stream had already played out everything pushed
+    assert np.allclose(reference.read(6.0, 1600), 0.25)
+    assert reference.played_until is not None and abs(reference.played_until - 6.1) < 1e-3

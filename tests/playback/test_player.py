@@ -165,9 +165,16 @@ def test_the_watcher_is_woken_when_the_first_sample_is_heard_and_when_all_has_pl
 def test_stop_silences_within_about_one_block_plus_latency(
     pulse: PrivatePulse, speech: NDArray[np.float32], flush_device: bool
 ) -> None:
+    """...and the echo canceller's reference says the same: with the device flushed, what it held is not in it
+    (FarEndReference.cut), so the reference falls silent when the speaker does."""
+    from voicecli.audio.far_end import FarEndReference
+    from voicecli.audio.rates import SPEECH_RATE
+
     long_speech = np.concatenate([speech, speech])
+    far_end = FarEndReference(keep_s=30.0)
     rec = _record_while(pulse)
     with Player() as player:
+        player.tap(far_end)
         player.write(long_speech, "a2")
         player.end_answer("a2")
         deadline = time.monotonic() + 10
@@ -191,9 +198,14 @@ def test_stop_silences_within_about_one_block_plus_latency(
     assert float(np.abs(tail).max()) < SILENT, "audio continued after stop()"
     assert float(np.abs(captured[lag : lag + CAP_RATE]).max()) > 0.05  # it was playing before
     loud = np.flatnonzero(np.abs(captured) > SILENT)
-    _measure(f"stop_to_silence_captured_flush={flush_device}", rec.time_of_frame(float(loud[-1])) - stopped_at, "s")
+    heard_end = rec.time_of_frame(float(loud[-1]))
+    _measure(f"stop_to_silence_captured_flush={flush_device}", heard_end - stopped_at, "s")
     assert predicted_silence is not None
     _measure(f"stop_to_silence_predicted_flush={flush_device}", predicted_silence - stopped_at, "s")
+    tapped = far_end.read(stopped_at - 1.0, 2 * SPEECH_RATE)
+    tapped_end = stopped_at - 1.0 + float(np.flatnonzero(np.abs(tapped) > SILENT)[-1]) / SPEECH_RATE
+    _measure(f"reference_end_vs_heard_end_flush={flush_device}", tapped_end - heard_end, "s")
+    assert abs(tapped_end - heard_end) <= 0.03  # 1.4 ms measured; 14 ms without the cut (flushed yet "played")
 
 
 def test_underruns_counted_when_fed_slower_than_real_time(pulse: PrivatePulse) -> None:

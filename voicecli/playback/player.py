@@ -30,7 +30,8 @@ Why this shape:
   its tail flushed at the answer's end) and a channel up/down-mix.
 - Echo cancellation: ``tap(reference)`` hands every block written to the device, silence included, with its DAC
   time to a ``voicecli.audio.far_end.FarEndReference`` (a copy appended to a deque; resampled later, off this
-  thread). That is the far end the canceller removes: exactly what was played, stamped when it was audible.
+  thread). That is the far end the canceller removes: exactly what was played, stamped when it was audible; a
+  ``stop`` that flushes the device tells it (``FarEndReference.cut``) that what the device held was not.
 """
 
 from __future__ import annotations
@@ -299,7 +300,10 @@ class Player:
             self._rebuffer.cancel()
             self._drained.notify_all()
         if flush_device and self._stream is not None:
+            aborted_at = time.monotonic()
             self._stream.abort()
+            if self._reference is not None:
+                self._reference.cut(aborted_at)  # what the device held was discarded, never played
             self._stream.start()
         self._notify()
         return now
