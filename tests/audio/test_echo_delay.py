@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tests.audio.echo_mixtures import mixture, speech
-from voicecli.audio.echo_delay import estimate_delay
+from voicecli.audio.echo_delay import estimate_delay, fft_size
 from voicecli.audio.rates import SPEECH_RATE
 
 MAX_LAG = SPEECH_RATE // 2
@@ -41,3 +41,15 @@ def test_silent_reference_gives_no_estimate() -> None:
 def test_reference_length_is_checked() -> None:
     with pytest.raises(ValueError, match="capture \\+ max_lag"):
         estimate_delay(np.ones(100, np.float32), np.ones(100, np.float32), 10)
+
+
+def test_fft_size_is_the_next_5_smooth_size() -> None:
+    def smooth(x: int) -> bool:
+        for p in (2, 3, 5):
+            while x % p == 0:
+                x //= p
+        return x == 1
+
+    for n in [*range(1, 300), 40_000, 40_001, 65_535, 123_457]:
+        size = fft_size(n)
+        assert size >= n and smooth(size) and not any(smooth(m) for m in range(n, size)), n

@@ -9,21 +9,30 @@ lazily, so nothing else pays for it.
 
 How a capture block is paired with the reference (voicecli.audio.far_end): both live on the monotonic clock, the
 reference stamped with its DAC time. The capture stream is laid on the same timeline by sample count from the
-earliest callback time seen (callback times only jitter later, never earlier). The bulk delay between them (the
+earliest callback time seen (callback times only jitter later, never earlier; a burst of late ones after a stall
+moves nothing, see `EchoCanceller._place`). The bulk delay between them (the
 acoustic path plus the input buffering no API reports well) is measured with GCC-PHAT (voicecli.audio.echo_delay)
 every `track_every_s` of far-end audio. AEC3 tracks a delay of 0-`AEC3_RANGE_S` to the sample by itself, so the
-reference is shifted only when the measured delay falls outside that (a reference later than its echo, an echo
-later than that range): then AEC3 sees a small causal delay (`RESIDUAL_DELAY_S`). A capture that clearly hears the
-far end but yields no clear delay for several windows makes the canceller untrusted (`trusted`), so the caller can
-fall back to the level gate; a clear estimate trusts it again.
+first clear estimate shifts the reference only when the delay falls outside that (a reference later than its echo,
+an echo later than that range): then AEC3 sees a small causal delay (`RESIDUAL_DELAY_S`). A capture that clearly
+hears the far end but yields no clear delay for `UNCLEAR_S` makes the canceller untrusted (`trusted`), so the caller
+can fall back to the level gate; a clear estimate trusts it again.
+
+When the bulk delay changes later (a device's latency after a stream restart, a sound server that fell behind), the
+reference is shifted by the change, without a reset, so AEC3 keeps seeing the alignment it adapted to. Why not leave
+it to AEC3: it follows a longer delay within ~0.5 s, but a shorter one slowly (measured on a synthetic room, answers
+whose delay fell by 80 ms: 8-9 dB ERLE over the answer, ~3 s of leaking echo; followed here: the first ~0.5 s of the
+answer, before two estimates agree on the new delay, then ~60 dB). Why two agreeing estimates: one estimate can land
+on an early reflection, and a shift by a wrong amount costs AEC3 its alignment. Hence also the frequent tracking
+(every 0.2 s, ~5.5 ms of CPU each while the far end plays): the leak lasts until the change is confirmed.
 
 Until the capture has been found to hear the far end (a first clear delay estimate), the capture passes through
 uncancelled while AEC3 still adapts on it. Why: an AEC3 that has not yet seen its echo suppresses the near end
 hard during far-end activity (measured on the test mixtures of tests/audio/echo_mixtures.py: a user who starts
 talking 0.5 s into an answer on headphones lost 36 dB of their first half second; in CI's barge-in test "What is
 two plus two?" was heard as "us too."); with no echo there is nothing to cancel, and with one the level gate guards
-until AEC3 is trusted anyway. The first estimate comes ~1 s into the first answer; from then on AEC3's output is used
-(~40 dB of echo removed from 1.5 s on, the same mixtures).
+until AEC3 is trusted anyway. The first estimate comes ~0.4-0.7 s into the first answer; from then on AEC3's output
+is used (~36 dB of echo removed from 1 s on, the same mixtures).
 A capture that stays quiet while the far end plays (`echo_absent`: headphones, or a muted speaker) needs no guard.
 """
 
@@ -80,8 +89,24 @@ FAR_ACTIVE_DBFS: Final = -50.0
 HEARD_DBFS: Final = -55.0
 """A capture window louder than this while the far end plays is expected to contain its echo."""
 
-UNCLEAR_LIMIT: Final = 4
-"""Consecutive windows that hear the far end but give no clear delay before the canceller is untrusted."""
+UNCLEAR_S: Final = 4.0
+"""Far-end audio heard in the capture without a clear delay (consecutive tracking windows) before the canceller is
+untrusted."""
+
+TRACK_EVERY_S: Final = 0.2
+"""How often the bulk delay is re-estimated while the far end plays (see the module docstring: a change is followed
+once two estimates agree on it)."""
+
+FOLLOW_MIN_S: Final = 0.002
+"""A change of the bulk delay smaller than this is left to AEC3's own tracking (the estimate's jitter is ~1 sample)."""
+
+AGREE_S: Final = 0.001
+"""Two consecutive estimates this close confirm a changed bulk delay."""
+
+LATE_S: Final = 0.05
+LATE_FOR_S: Final = 1.0
+"""Capture callbacks that all come more than LATE_S after the capture timeline for LATE_FOR_S restart it (see
+EchoCanceller._place); a burst after a stall does not."""
 
 CONVERGE_S: Final = 1.5
 """Far-end audio AEC3 must have processed (since it started or was reset) before its output is relied on: an adapting
@@ -171,7 +196,7 @@ class EchoCanceller:
         noise_suppression: bool = False,
         max_delay_s: float = 0.4,
         lookahead_s: float = 0.1,
-        track_every_s: float = 1.0,
+        track_every_s: float = TRACK_EVERY_S,
         window_s: float = 1.0,
     ) -> None:
         binding = _load_binding()
@@ -186,6 +211,8 @@ class EchoCanceller:
         self._window = round(window_s * self.rate)
         self._carry = np.zeros(0, np.float32)  # capture samples short of a whole frame
         self._anchor: int | None = None  # reference index of capture sample 0
+        self._late_for = 0  # capture samples since callbacks began to come LATE_S or more after the timeline
+        self._late_min = 0  # the earliest offset among those late callbacks
         self._count = 0  # capture samples taken in (the next one's index on the capture timeline)
         self._history = np.zeros(self._window, np.float32)  # the latest raw capture, for delay estimation
         self._since_estimate = 0
@@ -193,6 +220,9 @@ class EchoCanceller:
         self.delay: DelayEstimate | None = None
         """The latest clear bulk-delay estimate (None until the far end has been heard)."""
         self._unclear = 0
+        self._unclear_limit = max(1, math.ceil(UNCLEAR_S / track_every_s))
+        self._aligned: int | None = None  # the bulk delay (samples) the current shift was set for
+        self._candidate: int | None = None  # the bulk delay of the latest clear estimate
         self._adapted = 0  # far-end frames processed since AEC3 started or was reset
         self._quiet_windows = 0  # tracking windows in which the far end played and the capture stayed quiet
         self.trusted = True
@@ -231,13 +261,12 @@ class EchoCanceller:
             return samples, at
         n = len(samples)
         offset = now_index - (self._count + n)  # reference index of capture sample 0 per this callback
-        if self._anchor is None or offset < self._anchor or offset - self._anchor > 0.05 * self.rate:
-            self._anchor = offset  # earliest callback time wins; a jump (lost blocks) restarts the timeline
+        anchor = self._place(offset, n)
         self._remember(samples)
         pending = np.concatenate([self._carry, samples.astype(np.float32, copy=False)])
         usable = len(pending) - len(pending) % FRAME
         self._carry = pending[usable:].copy()
-        first = self._anchor + self._count - (len(pending) - n)  # reference index of pending[0]
+        first = anchor + self._count - (len(pending) - n)  # reference index of pending[0]
         self._count += n
         if usable == 0:
             return np.zeros(0, np.float32), at
@@ -247,8 +276,28 @@ class EchoCanceller:
         self._account(pending[:usable], out, far)
         if self._since_estimate >= self._track_every:
             self._since_estimate = 0
-            self._track(self._anchor + self._count)
+            self._track(anchor + self._count)
         return out, at - len(self._carry) / self.rate
+
+    def _place(self, offset: int, n: int) -> int:
+        """Lay the capture on the reference's timeline by this callback (`offset`: where its sample 0 would be).
+
+        The earliest callback time wins: a callback only comes later than its sound, never earlier. A late one moves
+        nothing: on a busy machine the audio thread is held up and the blocks then come in a burst, whole (measured
+        on the synthetic room, stalls of 60 / 100 / 200 ms every 2 s: 27-41 / 13-17 / 10-15 dB ERLE per answer
+        against 61 when each late callback restarted the timeline, as it did; AEC3 then saw its reference jump and
+        jump back). Only callbacks that all come more than LATE_S after the timeline for LATE_FOR_S (samples were
+        lost, or the capture path's latency really grew) restart it, at the earliest of them. Returns the anchor."""
+        if self._anchor is None or offset < self._anchor:
+            self._anchor, self._late_for = offset, 0
+        elif offset - self._anchor <= LATE_S * self.rate:
+            self._late_for = 0
+        else:
+            self._late_min = offset if self._late_for == 0 else min(self._late_min, offset)
+            self._late_for += n
+            if self._late_for >= LATE_FOR_S * self.rate:
+                self._anchor, self._late_for = self._late_min, 0
+        return self._anchor
 
     def _remember(self, samples: Audio) -> None:
         n = min(len(samples), self._window)
@@ -272,6 +321,9 @@ class EchoCanceller:
         window = self.reference.read_index(start - self._max_delay, self._window + self._max_delay + self._lookahead)
         if rms_dbfs(window) <= FAR_ACTIVE_DBFS:
             return
+        # the reference whose echo lands inside the capture window whatever the delay (up to max_delay): only when
+        # that part played can a quiet capture mean "no echo" rather than "not arrived yet"
+        must_echo = window[self._max_delay:self._window]
         self.stats.estimates += 1
         estimate = estimate_delay(self._history, window, self._max_delay + self._lookahead)
         if estimate is not None and estimate.clear:
@@ -282,29 +334,51 @@ class EchoCanceller:
             self.trusted = True
             self._use(estimate)
         elif rms_dbfs(self._history) <= HEARD_DBFS:
-            self._quiet_windows += 1
+            if rms_dbfs(must_echo) > FAR_ACTIVE_DBFS:
+                self._quiet_windows += 1
         else:
             self._unclear += 1
-            if self._unclear >= UNCLEAR_LIMIT and self.trusted:
+            if self._unclear >= self._unclear_limit and self.trusted:
                 self.trusted = False
                 log.warning("echo cancellation: the microphone hears the speaker but the echo delay cannot be "
                             "estimated; the level gate is used until it can")
 
     def _use(self, estimate: DelayEstimate) -> None:
-        """Shift the reference only when the delay is outside what AEC3 tracks by itself: a reference later than its
-        echo (timestamps off), or an echo later than AEC3_RANGE_S. A new shift starts AEC3 afresh (it converges
-        faster from scratch than from a filter adapted to the old alignment)."""
+        """Align the reference by a clear estimate: on the first, shift only when the delay is outside what AEC3
+        tracks by itself; later, follow a confirmed change of the bulk delay (see the module docstring)."""
         self.delay = estimate
         bulk = estimate.lag - self._lookahead
-        if 0 <= bulk <= AEC3_RANGE_S * self.rate:
-            shift = 0
-        elif bulk > 0:
-            shift = bulk - round(RESIDUAL_DELAY_S * self.rate)
+        candidate, self._candidate = self._candidate, bulk
+        if self._aligned is None:
+            self._align(bulk, self._initial_shift(bulk), estimate.clarity)
+            return
+        if abs(bulk - self._aligned) <= FOLLOW_MIN_S * self.rate or candidate is None or \
+                abs(bulk - candidate) > AGREE_S * self.rate:
+            return
+        kept = self._shift + (bulk - self._aligned)  # AEC3 keeps seeing the echo where it has learnt it
+        if kept >= -FRAME and bulk - kept <= AEC3_RANGE_S * self.rate:
+            log.info("echo delay %.1f ms (was %.1f): reference shifted by %.1f ms to follow it",
+                     bulk / self.rate * 1000, self._aligned / self.rate * 1000, kept / self.rate * 1000)
+            self._shift, self._aligned = kept, bulk
         else:
-            shift = bulk - FRAME  # the reference runs late: read it ahead, a frame to spare
+            self._align(bulk, self._initial_shift(bulk), estimate.clarity)
+
+    def _initial_shift(self, bulk: int) -> int:
+        """The shift for a bulk delay AEC3 has not adapted to: none when AEC3 tracks it itself, else a small causal
+        residual for a late echo, or a frame to spare for a reference that runs late (read ahead)."""
+        if 0 <= bulk <= AEC3_RANGE_S * self.rate:
+            return 0
+        if bulk > 0:
+            return bulk - round(RESIDUAL_DELAY_S * self.rate)
+        return bulk - FRAME
+
+    def _align(self, bulk: int, shift: int, clarity: float) -> None:
+        """Set the shift for `bulk`; a new shift starts AEC3 afresh (it converges faster from scratch than from a
+        filter adapted to another alignment)."""
+        self._aligned = bulk
         if abs(shift - self._shift) > 0.002 * self.rate:
             log.info("echo delay %.1f ms (clarity %.1f): reference shifted by %.1f ms", bulk / self.rate * 1000,
-                     estimate.clarity, shift / self.rate * 1000)
+                     clarity, shift / self.rate * 1000)
             self._shift = shift
             self._apm.reset()
             self._adapted = 0

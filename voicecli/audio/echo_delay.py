@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from voicecli.audio.rates import SPEECH_RATE
 
-__all__ = ["MIN_CLARITY", "DelayEstimate", "estimate_delay"]
+__all__ = ["MIN_CLARITY", "DelayEstimate", "estimate_delay", "fft_size"]
 
 Audio = NDArray[np.float32]
 
@@ -48,6 +48,24 @@ class DelayEstimate:
         return self.clarity >= MIN_CLARITY
 
 
+def fft_size(n: int) -> int:
+    """The smallest 5-smooth size (2^a 3^b 5^c) of at least `n`: numpy's FFT is fastest there, and the next power of
+    two is not (measured for the canceller's window, 40,000 samples: 5.6 ms per correlation at 40,000, 14.4 ms at
+    65,536; the canceller estimates five times a second while the far end plays)."""
+    best = 1 << max(0, (n - 1).bit_length())
+    power5 = 1
+    while power5 < best:
+        power35 = power5
+        while power35 < best:
+            size = power35
+            while size < n:
+                size *= 2
+            best = min(best, size)
+            power35 *= 3
+        power5 *= 5
+    return best
+
+
 def estimate_delay(capture: Audio, reference: Audio, max_lag: int, band_hz: tuple[float, float] = (200.0, 6000.0),
                    rate: int = SPEECH_RATE) -> DelayEstimate | None:
     """The lag in [0, max_lag] samples at which `capture` best matches `reference`; None if the reference is silent.
@@ -60,7 +78,7 @@ def estimate_delay(capture: Audio, reference: Audio, max_lag: int, band_hz: tupl
         raise ValueError(f"reference must be {n + max_lag} samples (capture + max_lag), not {len(reference)}")
     if not np.any(reference) or not np.any(capture):
         return None
-    nfft = 1 << int(np.ceil(np.log2(n + len(reference))))
+    nfft = fft_size(n + len(reference))
     cap = np.fft.rfft(capture.astype(np.float64), nfft)
     ref = np.fft.rfft(reference.astype(np.float64), nfft)
     cross = ref * np.conj(cap)

@@ -1,9 +1,11 @@
 """The input half of the data flow: microphone -> endpointing -> transcription -> a spoken turn.
 
-It also decides when the user talks over the assistant (barge-in). Outside browsers there is no echo cancellation,
-so by default the microphone is gated while the assistant speaks: blocks reach the endpointer only when the input
-is clearly louder than what is being played (`echo_margin_db` above the playback level). Speech that passes the gate
-is a barge-in: the app stops playback at once and answers the new turn.
+It also decides when the user talks over the assistant (barge-in). The microphone reaches the endpointer through
+the echo defence audio.echo chooses (voicecli.listen.echo_path): by default the echo canceller cleans each block
+first; the level gate (`EchoGate`) lets a block through while the assistant speaks only when it is clearly louder
+than what is being played (`echo_margin_db` above the playback level), and with the canceller it steps in only
+while the canceller cannot vouch for its output. Speech that reaches the endpointer while the assistant speaks is a
+barge-in: the app stops playback at once and answers the new turn.
 
 Speculation: at a short pause (SpeechPaused) the utterance so far is transcribed at once. That draft does two
 things. It chooses the hang-over for this pause (voicecli.listen.turn_completion: a finished question is confirmed
