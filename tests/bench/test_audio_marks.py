@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from voicecli.bench.audio_marks import first_audible, last_voiced, pauses_ms, sound_span, trim
+from voicecli.bench.audio_marks import audible_share, first_audible, last_voiced, pauses_ms, sound_span, trim
 
 RATE = 16_000
 
@@ -52,3 +52,13 @@ def test_a_mid_sentence_pause_is_measured_and_short_gaps_are_not_pauses() -> Non
 def test_stereo_input_is_refused() -> None:
     with pytest.raises(ValueError):
         sound_span(np.zeros((100, 2), dtype=np.float32), RATE)
+
+
+def test_audible_share_is_the_part_of_a_stretch_with_sound_in_it() -> None:
+    """A second of which the middle half sounds: about half its windows are audible (the windows straddling the
+    edges count when their level is over the threshold); silence is 0, a stretch shorter than a window None."""
+    audio = np.concatenate([silence(0.25), tone(0.5), silence(0.25)])
+    share = audible_share(audio, RATE)
+    assert share is not None and share == pytest.approx(0.5, abs=0.02)
+    assert audible_share(silence(1.0), RATE) == 0.0
+    assert audible_share(tone(0.005), RATE) is None

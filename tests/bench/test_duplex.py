@@ -15,10 +15,14 @@ import pytest
 
 from tests.bench.test_bench import bench, outputs
 from tests.conftest import RunningServer
+from voicecli.bench import duplex
 from voicecli.bench.duplex import (
     DETECT_WINDOW_S,
+    INTERRUPTION_TURN_S,
     DuplexTurn,
     Kind,
+    Plan,
+    Voices,
     active_dbfs,
     check_history,
     kind_of,
@@ -28,8 +32,10 @@ from voicecli.bench.duplex import (
     sort_barge_ins,
     summary_by_mode,
 )
+from voicecli.bench.echo_path import EchoRouter
 from voicecli.bench.questions import Question
 from voicecli.bench.report import BenchResult
+from voicecli.bench.virtual_audio import PrivatePulse
 from voicecli.cli import main
 from voicecli.config import Config
 from voicecli.converse.turn_lines import TurnLine
@@ -99,6 +105,23 @@ def _turn(kind: Kind, mode: str = "aec", echo_db: float = 6.0) -> DuplexTurn:
     return turn
 
 
+def test_an_interrupted_turn_waits_for_the_interruptions_own_turn() -> None:
+    """The answer was cut and played out, but "Wait, stop." is still being ended and transcribed by the app: the
+    next question must not be asked into the answer to it (INTERRUPTION_TURN_S after the last line at most)."""
+    turn = _turn("interrupted")
+    turn.interruption_played_at = 104.0
+    for at, line in [(101.0, TurnLine("turn_started", 1, "Tell me about the ocean.", origin="spoken")),
+                     (104.4, TurnLine("barge_in", 0, "", at=104.3)),
+                     (104.6, TurnLine("turn_finished", 1, ANSWER, spoken="The ocean is", interrupted=True))]:
+        turn.take(line.encode(), at)
+    assert not turn.settled(107.0, speaker_quiet=True)
+    assert turn.settled(104.6 + INTERRUPTION_TURN_S, speaker_quiet=True)  # heard as nothing: go on in the end
+    turn.take(TurnLine("turn_started", 2, "Wait, stop.", origin="spoken").encode(), 107.5)
+    assert not turn.settled(109.0, speaker_quiet=True)  # its answer has not finished
+    turn.take(TurnLine("turn_finished", 2, "Okay.", spoken="Okay.").encode(), 110.0)
+    assert turn.settled(111.1, speaker_quiet=True)
+
+
 def test_lines_are_attributed_and_an_echo_only_turn_counts_every_barge_in_as_false() -> None:
     turn = _turn("echo_only")
     for at, line in [(101.0, TurnLine("turn_started", 1, "Tell me about the ocean.", origin="spoken")),
@@ -139,6 +162,8 @@ def test_summary_by_mode_has_the_issues_schema_and_counts_per_echo_level(tmp_pat
              _interrupted(0.3, ANSWER, "the ocean is a"), _interrupted(None, "", ""),
              _turn("echo_only", echo_db=0.0)]
     turns[0].erle_db = 30.0
+    turns[0].echo_delay_ms, turns[0].echo_delay_range_ms = 84.0, (81.0, 97.0)
+    turns[1].talk_over, turns[3].talk_over = 0.9, 0.7  # the first detected and the missed one spoke over the echo
     turns[0].take(TurnLine("barge_in", 0, "", at=105.0).encode(), 105.1)
     turns[0].take(TurnLine("turn_started", 1, QUESTION.text, origin="spoken").encode(), 101.0)
     samples = [t.sample() for t in turns]
@@ -150,6 +175,7 @@ def test_summary_by_mode_has_the_issues_schema_and_counts_per_echo_level(tmp_pat
     assert set(aec) >= SUMMARY_KEYS
     assert (aec["answers"], aec["echo_only_answers"], aec["false_barge_ins"]) == (5, 2, 1)
     assert (aec["barge_ins"], aec["barge_ins_detected"]) == (3, 2)
+    assert (aec["barge_ins_in_double_talk"], aec["barge_ins_in_double_talk_detected"]) == (2, 1)
     assert (aec["barge_in_detect_p50_ms"], aec["erle_db"]) == (250.0, 30.0)
     assert (aec["history_matches"], aec["history_checked"]) == (1, 2)  # the second kept the whole answer
     assert set(aec["by_echo_db"]) == {"0", "6"} and aec["by_echo_db"]["0"]["echo_only_answers"] == 1
@@ -157,11 +183,33 @@ def test_summary_by_mode_has_the_issues_schema_and_counts_per_echo_level(tmp_pat
     result = BenchResult("duplex", "run", {"llm": "x", "stt_model": "tiny.en", "voice": "af_heart",
                                            "turns_per_echo_level": 4, "echo_delays_ms": [80.0],
                                            "router_own_latency_ms": 30.0, "user_voice_dbfs": -20.0,
+                                           "router_calibration_lags_ms": [30.0, 190.5, 28.0],
                                            "assistant_voice_dbfs": -18.0}, {}, samples)
     result.extra["summary_by_mode"] = summary
     markdown = render_markdown(result)
     assert "| aec | all | 5 | 2 | **1** |" in markdown and "| aec | +6 dB |" in markdown
     assert "= 5 vs 6 words" in markdown and "≠ 17 vs 4 words" in markdown
+    assert "| 84 (81-97) |" in markdown  # the room's delay over the answer's pieces, beside their median
+    assert "own latency 30.0 ms, the median of bursts at 30 / 190.5 / 28 ms" in markdown
+
+
+def test_each_echo_delay_is_an_app_session_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A room keeps its delay from one answer to the next: the delays of a run are sessions, not turns, and the
+    questions go on from one session to the next instead of starting over."""
+    calls: list[tuple[float, int]] = []
+
+    def session(pulse: object, router: object, command: object, env: object, mode: str, delay_ms: float,
+                plan: Plan, voices: object, bar: object, first_index: int) -> list[DuplexTurn]:
+        calls.append((delay_ms, first_index))
+        count = len(plan.echo_db) * plan.turns
+        return [DuplexTurn(mode, 0.0, delay_ms, n, kind_of(n), QUESTION, 0.0) for n in range(count)]
+
+    monkeypatch.setattr(duplex, "run_session", session)
+    plan = Plan(("aec",), (0.0, 6.0), (40.0, 80.0, 120.0), 2)
+    turns = duplex.run_mode(cast(PrivatePulse, None), cast(EchoRouter, None), [], {}, "aec", plan,
+                            cast(Voices, None), None)
+    assert calls == [(40.0, 0), (80.0, 4), (120.0, 8)]
+    assert [t.delay_ms for t in turns] == [40.0] * 4 + [80.0] * 4 + [120.0] * 4
 
 
 def test_no_answer_means_no_answers_counted_and_no_interruption_claimed() -> None:
@@ -210,7 +258,7 @@ def test_duplex_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
     assert echoes
     for detail in echoes:
         assert detail["echo_correlation"] > 0.3, detail
-        # a stall of the router's pacat on a loaded machine can only add to the delay (until the next resync)
+        # a loaded machine can make the router late mid-answer, and the rest of that answer later (never earlier)
         assert 50 <= detail["echo_delay_ms"] <= 80 + 120, detail
         assert detail["echo_to_voice_db"] == pytest.approx(6, abs=4), detail
     if "aec" in modes:

@@ -133,10 +133,11 @@ def test_summary_by_mode_report_and_waterfall(tmp_path: Path) -> None:
     # heard "q" three times (6 errors each), the split question right (0), the missed one not at all (6): 24 / 30
     assert bidi["transcript_wer"] == pytest.approx(0.8) and bidi["answers_scored"] == 0
     result = BenchResult("turns", "run", {"turns": 5, "llm": "local", "stt_model": "tiny.en", "questions": "built-in",
-                                          "voice": "af_heart"}, {}, samples)
+                                          "voice": "af_heart", "echo": "gate"}, {}, samples)
     result.extra["summary_by_mode"] = by_mode
     assert result.to_json()["summary_by_mode"]["bidi"]["premature_answers"] == 1
     markdown = render_markdown(result)
+    assert "voice af_heart; audio.echo gate." in markdown
     assert "| bidi | 5 | 4 | 1,050 | 1,270 | 650 / 650 | 1 | 0 | 1 | 80.0% | – |" in markdown
     assert "split into 2 turns" in markdown and "(nothing)" in markdown
     (chart,) = charts(result, tmp_path)

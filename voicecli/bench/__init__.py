@@ -231,14 +231,14 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     duplex.add_argument("--modes", default=DUPLEX_MODES, metavar="M,M",
                         help=f"echo handling to compare, one after the other: aec, gate, off (default {DUPLEX_MODES})")
     duplex.add_argument("--turns", type=int, default=DUPLEX_TURNS,
-                        help=f"turns per mode and echo level, echo-only and interrupted in turn (default "
+                        help=f"turns per mode, delay and echo level, echo-only and interrupted in turn (default "
                         f"{DUPLEX_TURNS})")
     duplex.add_argument("--echo-gains", default=DUPLEX_ECHO_DB, metavar="DB,DB",
                         help=f"the echo's level over the user's voice in dB, each a run of --turns (default "
                         f"{DUPLEX_ECHO_DB})")
     duplex.add_argument("--delay-ms", default=DUPLEX_DELAY_MS, metavar="MS,MS",
-                        help=f"the echo's delay after the speaker, turn by turn (default {DUPLEX_DELAY_MS}; the echo "
-                        "path's own ~30 ms is the least it can do)")
+                        help=f"the echo's delays after the speaker, an app session each (default {DUPLEX_DELAY_MS}; "
+                        "the echo path's own ~30 ms is the least it can do)")
     duplex.add_argument("--seed", type=int, default=0, help="seed of the room and of the interruption times")
     _outputs(duplex)
     duplex.set_defaults(handler=_run_duplex)

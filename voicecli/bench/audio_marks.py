@@ -60,6 +60,14 @@ def sound_span(samples: NDArray[np.float32], rate: int, window_ms: float = WINDO
     return _first_loud_sample(samples, int(starts[0]), size), _last_loud_sample(samples, int(starts[-1]), size)
 
 
+def audible_share(samples: NDArray[np.float32], rate: int, window_ms: float = WINDOW_MS) -> float | None:
+    """The share of the recording's windows that are audible (None for one shorter than a window): how much of a
+    stretch had sound in it (the duplex bench: was the answer sounding while the user spoke?)."""
+    size, starts = _loud_windows(samples, rate, window_ms)
+    windows = len(samples) - size + 1
+    return None if windows <= 0 else len(starts) / windows
+
+
 def first_audible(samples: NDArray[np.float32], rate: int) -> int | None:
     """Index of the first audible sample (the start of an answer on the speaker), None when silent throughout."""
     span = sound_span(samples, rate)

@@ -4,7 +4,8 @@ hear the user who does, and does its history keep only what was said.
 The app is the real one (`voicecli chat --no-tui`, as `voicecli bench turns` runs it) on the private PulseAudio,
 with an echo path between its speaker and its microphone (voicecli.bench.echo_path: the speaker's sound, through a
 seeded synthetic room, delayed 40-120 ms and as loud as, or 6 dB louder than, the user's voice). Per mode (`aec`:
-echo cancellation, `gate`: the level gate, `off`: neither) and echo level, the turns alternate:
+echo cancellation, `gate`: the level gate, `off`: neither) and echo delay the app runs a session of its own (a room
+keeps its delay from one answer to the next); per echo level in it, the turns alternate:
 - echo only: a question is spoken into the microphone, the answer plays (and echoes), the user stays silent. Every
   barge-in the app reports is a false one (the echo alone); a spoken turn the app starts meanwhile is its own
   echo taken for the user's words (`echo_turns`).
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -37,8 +39,8 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from voicecli.bench.audio_marks import AUDIBLE_DBFS, QuietWatch, sound_span
-from voicecli.bench.echo_path import ECHO_RATE, EchoRouter, find_echo, find_echo_piecewise
+from voicecli.bench.audio_marks import AUDIBLE_DBFS, QuietWatch, audible_share, sound_span
+from voicecli.bench.echo_path import ECHO_RATE, EchoRouter, find_echo, find_pieces, median_estimate
 from voicecli.bench.machine import finish_machine_info, machine_info
 from voicecli.bench.progress import BenchProgress
 from voicecli.bench.questions import Question, espeak_speech, kokoro_speech
@@ -78,11 +80,19 @@ APP_ENV = {
 prompt asks for one short sentence (~1-2 s of speech), and the 135M local model copies earlier answers, so an
 interrupted one ("The moon...") copied made every later answer too short to speak over (duplex-20261202, first
 run). What is measured here is the echo and the barge-in, not the answers."""
+APP_DEFAULTS = {"VOICECLI_LLM__MAX_TOKENS": "120"}
+"""Settings the caller's environment may override (the CI test shortens answers further). At most 120 tokens
+(~25-40 s of speech here): with the shipped 256 the 135M model's repetitive answers ran past RUNAWAY_S, were muted
+there and left 6 of 8 echo-only answers without an ERLE (duplex-20261203-quietpath)."""
 INTERRUPT_AFTER_S = (0.8, 2.0)
 """When the user speaks over the answer, after its first sound (seeded per turn)."""
 DETECT_WINDOW_S = 1.5
 """A barge-in up to this long after the user's interruption ended is its detection; later ones are false."""
 RECORD_RATE = ECHO_RATE
+CLEAR_PIECE = 0.3
+"""A 1 s piece of an answer whose echo correlates at least this well has a delay worth counting in its range."""
+DOUBLE_TALK = 0.5
+"""An interruption with the answer's echo sounding for at least this share of it counts as double talk."""
 STARTUP_TIMEOUT_S = 300.0
 TURN_TIMEOUT_S = 300.0
 QUIET_S = 2.0
@@ -91,6 +101,11 @@ on 2 busy cores (at 1.0 s the bench asked its next question into a still-running
 SETTLE_S = 1.0
 GAP_S = 0.8
 MISS_S = 30.0
+INTERRUPTION_TURN_S = 8.0
+"""After the user's interruption the app still ends that turn (its hang-over), transcribes it and answers it: an
+interrupted turn waits this long after the app's last line for the interruption's own transcript. Without it the
+next question was asked into the answer to "Wait, stop." (which began ~0.5 s into that question, and the question's
+legitimate barge-in counted as a false one: all four +6 dB turns of the 40 ms session of duplex-20261203-follow)."""
 RUNAWAY_S = 60.0
 """An answer that keeps answering its own echo this long after the question is cut short (the echo is muted until
 the speaker is quiet): the bench has counted it, and the next turn must start clean."""
@@ -227,9 +242,15 @@ class DuplexTurn:
     speech_start: float | None = None
     speech_end: float | None = None
     speech_match: float | None = None
+    talk_over: float | None = None
+    """The share of the user's voiced interruption during which the answer's echo was sounding (the speaker's
+    recording, shifted by the room's delay): ~1 is double talk, 0 an interruption that fell in a gap of the answer
+    (synthesis slower than real time leaves many)."""
     playback_stopped: float | None = None
     echo_delay_ms: float | None = None
     echo_correlation: float | None = None
+    echo_delay_range_ms: tuple[float, float] | None = None
+    """The shortest and longest delay among the answer's clear 1 s pieces: how steady the room held its delay."""
     echo_to_voice_db: float | None = None
     played_audio: NDArray[np.float32] | None = None
     """The speaker's recording of the interrupted answer, from its first sound to where playback stopped."""
@@ -255,6 +276,9 @@ class DuplexTurn:
             return False
         if not self.transcripts:
             return now - self.last_line_at >= MISS_S
+        if self.interruption_played_at is not None and len(self.transcripts) < 2 and \
+                now - self.last_line_at < INTERRUPTION_TURN_S:
+            return False  # the interruption's own turn has not been transcribed yet
         return len(self.finished) >= len(self.transcripts) and now - self.last_line_at >= SETTLE_S
 
     @property
@@ -305,14 +329,20 @@ class DuplexTurn:
                 ("playback_stopped", self.playback_stopped))},
             "barge_ins_s": [round(t - self.played_at, 3) for t in self.barge_ins],
             "runaway": self.runaway,
-            "speech_match": self.speech_match,
+            "speech_match": self.speech_match, "talk_over": self.talk_over,
             "echo_delay_ms": self.echo_delay_ms, "echo_correlation": self.echo_correlation,
+            "echo_delay_range_ms": None if self.echo_delay_range_ms is None else list(self.echo_delay_range_ms),
             "echo_to_voice_db": self.echo_to_voice_db, "erle_db": self.erle_db,
             "interrupted_answer": None if line is None else line.text,
             "history": None if line is None else line.spoken,
             "played_words": self.played_text,
             "history_check": None if history is None else history.__dict__,
         })
+
+
+def _double_talk(detail: dict[str, Any]) -> bool:
+    """The user spoke over the answer's echo for at least DOUBLE_TALK of their interruption."""
+    return (detail.get("talk_over") or 0.0) >= DOUBLE_TALK
 
 
 def summary_for(samples: Sequence[Sample]) -> dict[str, Any]:
@@ -332,6 +362,9 @@ def summary_for(samples: Sequence[Sample]) -> dict[str, Any]:
         "echo_turns": sum(d["echo_turns"] for d in detail),
         "barge_ins": sum(1 for d in detail if d["spoke_over_answer"]),
         "barge_ins_detected": sum(1 for d in detail if d["spoke_over_answer"] and d["detected"]),
+        "barge_ins_in_double_talk": sum(1 for d in detail if d["spoke_over_answer"] and _double_talk(d)),
+        "barge_ins_in_double_talk_detected": sum(1 for d in detail if d["spoke_over_answer"] and _double_talk(d)
+                                                 and d["detected"]),
         "barge_in_detect_p50_ms": None if detect is None else round(detect.p50, 1),
         "barge_in_detect_p95_ms": None if detect is None else round(detect.p95, 1),
         "playback_stopped_p50_ms": None if stopped is None else round(stopped.p50, 1),
@@ -427,8 +460,6 @@ class DuplexRunner:
         start = time.monotonic()
         self._pump(previous, lambda now: now - max(start, self.quiet_since) >= GAP_S, "before the next question")
         self.router.set_gain_db(gain_db)
-        self.router.set_target_delay_ms(turn.delay_ms)
-        self.router.resync()
         turn.played_at = time.monotonic()
         turn.last_line_at = turn.played_at
         self.pulse.play_into_mic(turn.question.path)
@@ -472,10 +503,14 @@ class DuplexRunner:
         answer = self.speaker.samples(first, last)
         mic_first = int(self.mic.frame_at(self.speaker.time_of_frame(first)))
         captured = self.mic.samples(mic_first, mic_first + len(answer) + RECORD_RATE // 2)
-        estimate = find_echo_piecewise(answer, captured, RECORD_RATE)
+        found = [estimate for _, estimate in find_pieces(answer, captured, RECORD_RATE)]
+        estimate = median_estimate(found)
         if estimate is not None:
             turn.echo_delay_ms = estimate.lag_s * 1000
             turn.echo_correlation = estimate.correlation
+        clear = [e.lag_s * 1000 for e in found if e.correlation >= CLEAR_PIECE]
+        if clear:
+            turn.echo_delay_range_ms = (min(clear), max(clear))
         level = active_dbfs(captured, RECORD_RATE)
         if level is not None and voice_db is not None and not turn.runaway:
             turn.echo_to_voice_db = level - voice_db
@@ -493,6 +528,10 @@ class DuplexRunner:
         file_start = first + round(found.lag_s * RECORD_RATE)
         turn.speech_start = self.mic.time_of_frame(file_start + round(voiced[0] * RECORD_RATE))
         turn.speech_end = self.mic.time_of_frame(file_start + round(voiced[1] * RECORD_RATE))
+        lag = turn.delay_ms / 1000  # the echo sounds in the microphone that much after the speaker
+        heard = self.speaker.samples(int(self.speaker.frame_at(turn.speech_start - lag)),
+                                     int(self.speaker.frame_at(turn.speech_end - lag)))
+        turn.talk_over = audible_share(heard, RECORD_RATE)
         # playback stopped: the first STOPPED_QUIET_S of silence on the speaker after the user began
         after = int(self.speaker.frame_at(turn.speech_start))
         rest = self.speaker.samples(after, end)
@@ -571,7 +610,8 @@ def measure_erle(turns: Sequence[DuplexTurn], mic: NDArray[np.float32], cancelle
 
 @dataclass(frozen=True)
 class Plan:
-    """What one run asks: the modes, the echo levels over the user's voice, the delays (in turn) and turns each."""
+    """What one run asks: the modes, the echo levels over the user's voice, the delays (an app session each) and
+    turns per level."""
 
     modes: tuple[str, ...]
     echo_db: tuple[float, ...]
@@ -601,9 +641,26 @@ CALIBRATION = "This sentence sets the level of the echo, the way the assistant s
 
 def run_mode(pulse: PrivatePulse, router: EchoRouter, command: list[str], env: dict[str, str], mode: str,
              plan: Plan, voices: Voices, bar: BenchProgress | None) -> list[DuplexTurn]:
-    """Start the app in `mode`, run every echo level's turns, stop it; the turns come back marked from audio."""
+    """Every echo delay of the plan in `mode`, each in an app session of its own; the turns come back marked.
+
+    Why a session per delay: a room's echo delay does not change between one answer and the next, and an echo path
+    that did (the earlier bench cycled 40 / 80 / 120 ms from answer to answer) measures how fast the canceller
+    re-finds a delay 10-20 times a minute, not how well it cancels a room; tests/audio/test_echo_cancel.py measures
+    that case on its own."""
+    done: list[DuplexTurn] = []
+    for delay_ms in plan.delays_ms:
+        done += run_session(pulse, router, command, env, mode, delay_ms, plan, voices, bar, len(done))
+    return done
+
+
+def run_session(pulse: PrivatePulse, router: EchoRouter, command: list[str], env: dict[str, str], mode: str,
+                delay_ms: float, plan: Plan, voices: Voices, bar: BenchProgress | None,
+                first_index: int) -> list[DuplexTurn]:
+    """Start the app in `mode` with the echo `delay_ms` late, run every echo level's turns, stop it; the turns come
+    back marked from audio (questions and interruption times go on from `first_index`)."""
     if bar is not None:
-        bar.describe(f"{mode}: starting the app (Whisper, LLM, endpoint connection)")
+        bar.describe(f"{mode}, echo {delay_ms:g} ms: starting the app (Whisper, LLM, endpoint connection)")
+    router.set_target_delay_ms(delay_ms)
     app = App(command, env)
     interruption = _read_question(voices.interruption)
     voiced = (voices.interruption.voiced_start_s, voices.interruption.voiced_end_s)
@@ -613,16 +670,16 @@ def run_mode(pulse: PrivatePulse, router: EchoRouter, command: list[str], env: d
         runner = DuplexRunner(pulse, app, router, mode, plan.seed, bar)
         try:
             previous: DuplexTurn | None = None
-            index = 0
+            index = first_index
             for echo_db in plan.echo_db:
                 for number in range(plan.turns):
                     kind = kind_of(number)
-                    turn = DuplexTurn(mode, echo_db, plan.delays_ms[number % len(plan.delays_ms)], number, kind,
+                    turn = DuplexTurn(mode, echo_db, delay_ms, number, kind,
                                       voices.questions[index % len(voices.questions)], 0.0,
                                       interrupt_after_s(plan.seed, index) if kind == "interrupted" else None)
                     index += 1
                     if bar is not None:
-                        bar.describe(f"{mode}, echo {echo_db:+g} dB, turn {number + 1}/{plan.turns} "
+                        bar.describe(f"{mode}, echo {delay_ms:g} ms {echo_db:+g} dB, turn {number + 1}/{plan.turns} "
                                      f"({kind.replace('_', ' ')})")
                     runner.ask(turn, voices.interruption, previous, voices.gain_db(echo_db))
                     if previous is not None:
@@ -643,7 +700,7 @@ def run_mode(pulse: PrivatePulse, router: EchoRouter, command: list[str], env: d
         app.stop()
     if mode == "aec":
         if bar is not None:
-            bar.describe(f"{mode}: the canceller over the recordings (ERLE)")
+            bar.describe(f"{mode}, echo {delay_ms:g} ms: the canceller over the recordings (ERLE)")
         cancelled = cancelled_capture(mic, Timing(runner.mic, len(mic)), speaker, Timing(runner.speaker, len(speaker)))
         if cancelled is not None:
             measure_erle(done, mic, cancelled)
@@ -698,7 +755,7 @@ async def _bench(args: argparse.Namespace, config: Config, plan: Plan) -> BenchR
                     bar.note(f"{mode}: skipped, this build has no audio.echo setting (no echo canceller yet)")
                 else:
                     runnable.append((mode, env))
-            bar.set_total(len(runnable) * len(plan.echo_db) * plan.turns)
+            bar.set_total(len(runnable) * len(plan.delays_ms) * len(plan.echo_db) * plan.turns)
             machine = machine_info(await endpoint_stats(target))
             try:
                 with PrivatePulse() as pulse, \
@@ -706,10 +763,11 @@ async def _bench(args: argparse.Namespace, config: Config, plan: Plan) -> BenchR
                     bar.describe("measuring the echo path's own latency")
                     measured = await asyncio.to_thread(router.calibrate, work)
                     calibration = {"router_own_latency_ms": round(measured.lag_s * 1000, 1),
-                                   "router_correlation": round(measured.correlation, 3)}
+                                   "router_correlation": round(measured.correlation, 3),
+                                   "router_calibration_lags_ms": router.calibration_lags_ms}
                     for mode, env in runnable:
-                        child = {**pulse.child_env(), "XDG_STATE_HOME": str(work / "state"), "PYTHONUNBUFFERED": "1",
-                                 **APP_ENV, **env}
+                        child = {**APP_DEFAULTS, **pulse.child_env(), "XDG_STATE_HOME": str(work / "state"),
+                                 "PYTHONUNBUFFERED": "1", **APP_ENV, **env}
                         command = app_command(config, target, "bidi", getattr(args, "config", None))
                         turns = await asyncio.to_thread(run_mode, pulse, router, command, child, mode, plan, voices,
                                                         bar)
@@ -738,6 +796,7 @@ def build_result(name: str, samples: list[Sample], config: Config, plan: Plan, v
                   "user_voice_dbfs": round(voices.voice_db, 1), "assistant_voice_dbfs": round(voices.assistant_db, 1),
                   **calibration, "llm": llm_label(config), "stt_model": config.stt.model, "voice": config.tts.voice,
                   "endpoint": target.url, "echo_margin_db": config.audio.echo_margin_db, "app_env": APP_ENV,
+                  "app_defaults": {key: os.environ.get(key, value) for key, value in APP_DEFAULTS.items()},
                   "record_rate": RECORD_RATE, "audible_dbfs": AUDIBLE_DBFS},
         machine=machine, samples=samples)
     result.extra["summary_by_mode"] = summary_by_mode(samples, modes)
@@ -750,6 +809,9 @@ def build_result(name: str, samples: list[Sample], config: Config, plan: Plan, v
         "Detection time: from the user's first voiced sample as the microphone heard it (found by matched filter) "
         "to the app's BargeIn (its speech-start block), one CLOCK_MONOTONIC; playback stopped: to the speaker's "
         f"first {STOPPED_QUIET_S * 1000:.0f} ms of silence after it.",
+        "over echo: the share of the user's interruption during which the answer's echo was sounding (the speaker's "
+        "recording, shifted by the room's delay); 'of them in double talk' counts the barge-ins with at least half "
+        "of it over the echo (the others fell in a gap of the answer, where there is no echo to hear through).",
         "history_matches: the interrupted turn's history is a prefix of its answer and within one word of the words "
         "played (the speaker's recording up to the stop, transcribed by Whisper and matched to the answer).",
         "erle_db: the median over echo-only turns of the microphone's level over the canceller's output; null when "
@@ -767,14 +829,31 @@ def _db(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f}"
 
 
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def _range(span: list[float] | None) -> str:
+    """" (min-max)" of a per-piece range, nothing without one (results saved before it was measured)."""
+    return "" if span is None else f" ({span[0]:,.0f}-{span[1]:,.0f})"
+
+
 def table_row(label: str, echo: str, row: dict[str, Any]) -> str:
     history = f"{row['history_matches']} / {row['history_checked']}"
     return (f"| {label} | {echo} | {row['answers']} | {row['echo_only_answers']} | **{row['false_barge_ins']}** | "
             f"{row['echo_turns']} | {row['barge_ins_detected']} / {row['barge_ins']} | "
+            f"{row.get('barge_ins_in_double_talk_detected', '–')} / {row.get('barge_ins_in_double_talk', '–')} | "
             f"{_ms(row['barge_in_detect_p50_ms'])} / {_ms(row['barge_in_detect_p95_ms'])} | "
             f"{_ms(row['playback_stopped_p50_ms'])} | {_db(row['erle_db'])} | {history} | "
             f"{_ms(row['felt_latency_p50_ms'])} | {_ms(row['echo_delay_p50_ms'])} | "
             f"{_db(row['echo_to_voice_p50_db'])} |")
+
+
+def bursts_note(settings: dict[str, Any]) -> str:
+    """", the median of bursts at 25.1 / 306.9 / 24.8 ms": how steady the path was as it was calibrated (empty for
+    results saved before the router calibrated with several bursts)."""
+    lags = settings.get("router_calibration_lags_ms")
+    return f", the median of bursts at {' / '.join(f'{lag:g}' for lag in lags)} ms" if lags else ""
 
 
 def render_markdown(result: BenchResult) -> str:
@@ -786,33 +865,37 @@ def render_markdown(result: BenchResult) -> str:
         f"Measured {result.created} on {machine_line(result.machine)}.",
         f"LLM: {settings['llm']}; STT {settings['stt_model']}; voice {settings['voice']}; "
         f"{settings['turns_per_echo_level']} turns per mode and echo level (echo-only and interrupted alternate); "
-        f"echo delays {', '.join(f'{d:g}' for d in settings['echo_delays_ms'])} ms (router's own latency "
-        f"{settings.get('router_own_latency_ms', '?')} ms); user voice {settings['user_voice_dbfs']} dBFS, "
+        f"echo delays {', '.join(f'{d:g}' for d in settings['echo_delays_ms'])} ms, an app session each "
+        f"(router's own latency {settings.get('router_own_latency_ms', '?')} ms{bursts_note(settings)}); "
+        f"user voice {settings['user_voice_dbfs']} dBFS, "
         f"assistant {settings['assistant_voice_dbfs']} dBFS.",
         "",
         "| mode | echo over voice | answers | echo-only answers | false barge-ins | echo turns | barge-ins detected | "
-        "detect p50 / p95 ms | playback stopped p50 ms | ERLE dB | history = played | felt p50 ms | "
+        "of them in double talk | detect p50 / p95 ms | "
+        "playback stopped p50 ms | ERLE dB | history = played | felt p50 ms | "
         "echo delay p50 ms | echo over voice, measured dB |",
-        "|---|---|" + "---:|" * 12,
+        "|---|---|" + "---:|" * 13,
     ]
     for mode, row in by_mode.items():
         lines.append(table_row(mode, "all", row))
         for level, sub in row["by_echo_db"].items():
             lines.append(table_row(mode, f"{float(level):+g} dB", sub))
-    lines += ["", "| mode | echo | # | kind | question | interrupt at s | detected ms | stopped ms | false | "
-              "history | words played | echo delay ms | echo/voice dB |",
-              "|---|---:|---:|---|---|---:|---:|---:|---:|---|---|---:|---:|"]
+    lines += ["", "| mode | delay ms | echo | # | kind | question | interrupt at s | over echo | detected ms | "
+              "stopped ms | false | history | words played | echo delay ms (range) | echo/voice dB |",
+              "|---|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---|---|---:|---:|"]
     for sample in result.samples:
         d = sample.detail
         check = d["history_check"]
         history = "–" if check is None else (f"{'=' if check['matches'] else '≠'} {check['history_words']} vs "
                                              f"{check['played_words']} words")
         at = d["interrupt_after_s"]
-        lines.append(f"| {sample.variant} | {d['echo_db']:+g} | {sample.run + 1} | {d['kind'].replace('_', ' ')} | "
-                     f"{d['question']} | {'–' if at is None else f'{at:.2f}'} | "
+        lines.append(f"| {sample.variant} | {d['delay_ms']:g} | {d['echo_db']:+g} | {sample.run + 1} | "
+                     f"{d['kind'].replace('_', ' ')} | "
+                     f"{d['question']} | {'–' if at is None else f'{at:.2f}'} | {_share(d.get('talk_over'))} | "
                      f"{_ms(sample.metrics['barge_in_detect_ms'])} | {_ms(sample.metrics['playback_stopped_ms'])} | "
                      f"{d['false_barge_ins']} | {history} | {(d['played_words'] or '–')[:80]} | "
-                     f"{_ms(d['echo_delay_ms'])} | {_db(d['echo_to_voice_db'])} |")
+                     f"{_ms(d['echo_delay_ms'])}{_range(d.get('echo_delay_range_ms'))} | "
+                     f"{_db(d['echo_to_voice_db'])} |")
     lines += ["", *[f"- {note}" for note in result.notes], ""]
     return "\n".join(lines)
 

@@ -438,7 +438,7 @@ def render_markdown(result: BenchResult) -> str:
         "",
         f"Measured {result.created} on {machine_line(result.machine)}.",
         f"LLM: {settings['llm']}; STT {settings['stt_model']}; {settings['turns']} spoken questions per mode "
-        f"({settings['questions']}); voice {settings['voice']}.",
+        f"({settings['questions']}); voice {settings['voice']}; audio.echo {settings.get('echo', '?')}.",
         "",
         "**Felt latency**: the question's last voiced sample on the virtual microphone to the answer's first audible "
         "sample on the virtual speaker (ms, from the recordings). An answer with a gap: the app's speaker ran dry "
@@ -493,7 +493,7 @@ def build_result(name: str, samples: list[Sample], config: Config, modes: list[s
                   "question_set": [q.describe() for q in questions], "llm": llm_label(config),
                   "llm_backend": config.llm.backend, "stt_model": config.stt.model,
                   "voice": config.tts.voice, "endpoint": target.url,
-                  "vad_silence_ms": config.audio.vad_silence_ms,
+                  "vad_silence_ms": config.audio.vad_silence_ms, "echo": config.audio.echo,
                   "audible_dbfs": AUDIBLE_DBFS, "record_rate": RECORD_RATE},
         machine=machine, samples=samples)
     result.summary = summarize_samples(samples, (FELT, *MARK_METRICS), modes, BASELINE)
