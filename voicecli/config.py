@@ -142,6 +142,9 @@ CONSTRAINTS: dict[str, Constraint] = {
     "turn.max_ms": Range(100, 10000),
     "turn.complete_probability": Range(0.0, 1.0),
     "turn.incomplete_probability": Range(0.0, 1.0),
+    "turn.words": Choice(("rules", "smollm2")),
+    "turn.words_complete_probability": Range(0.0, 1.0),
+    "turn.words_incomplete_probability": Range(0.0, 1.0),
     "stt.threads": Range(1, 64),
     "stt.window_s": Range(0, 30),
     "segmentation.first_fragment_words": Range(0, 100),
@@ -409,10 +412,21 @@ class TurnSettings:
     """Prosody at or above this counts as "sounds finished" (Pipecat ends the turn at 0.5)."""
     incomplete_probability: float = 0.02
     """Prosody below this counts as "sounds unfinished"."""
+    words: str = "rules"
+    """Who says whether the draft's words are finished, for the text rule and the fused detector alike: "rules"
+    (voicecli.listen.turn_completion) or "smollm2" (the local SmolLM2's probability that the message ends there,
+    voicecli.listen.turn_likelihood, the rules' "unfinished" kept)."""
+    words_complete_probability: float = 0.1
+    """With words = "smollm2": at or above this the words are finished."""
+    words_incomplete_probability: float = 0.03
+    """With words = "smollm2": below this they are unfinished (in between: unsure)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.incomplete_probability <= self.complete_probability <= 1.0:
             raise ConfigError("turn.incomplete_probability must not exceed turn.complete_probability (both 0..1)")
+        if not 0.0 <= self.words_incomplete_probability <= self.words_complete_probability <= 1.0:
+            raise ConfigError("turn.words_incomplete_probability must not exceed turn.words_complete_probability "
+                              "(both 0..1)")
         if min(self.agree_ms, self.one_signal_ms, self.undecided_ms, self.hold_ms, self.max_ms) <= 0:
             raise ConfigError("every [turn] wait must be positive")
 

@@ -98,8 +98,32 @@ def test_detectors_on_hand_made_signals() -> None:
     assert fused.cutoffs == 0 and fused.wait_p50_ms == 400  # 200 (both agree) and 600 (voice only)
 
 
+def test_the_lm_detector_judges_the_words_by_their_likelihood_and_keeps_the_rules_unfinished() -> None:
+    """The same hang-overs as the text rule; Whisper's period on "What is the capital." no longer ends the turn
+    when the model finds the words unlikely to end there, and the fused detector judges the words the same way
+    with turn.words = "smollm2"."""
+    from dataclasses import replace
+
+    events = [replace(e, likelihood=p) for e, p in zip(EVENTS, [None, 0.01, 0.6, 0.05], strict=True)]
+    hang_overs = {"complete_ms": 300, "default_ms": 600, "incomplete_ms": 1400}
+    lm = evaluate(events, "lm", {**hang_overs, "complete_probability": 0.1, "incomplete_probability": 0.03})
+    assert lm.cutoffs == 0 and lm.wait_p50_ms == 450  # ends at 300 (0.6: finished) and 600 (0.05: unsure)
+    strict = evaluate(events, "lm", {**hang_overs, "complete_probability": 0.9, "incomplete_probability": 0.7})
+    assert strict.cutoffs == 0 and strict.wait_p50_ms == 1400  # both ends now sound unfinished to it
+    from voicecli.config import TurnSettings
+
+    # a voice in between (0.05) on the punctuated hesitation: the rules' "complete" alone ends it at 600 ms
+    fused = {"agree_ms": 200, "one_signal_ms": 600, "undecided_ms": 1000, "hold_ms": 1600, "max_ms": 2000,
+             "complete_probability": 0.5, "incomplete_probability": 0.01}
+    by_rules = evaluate(events, "fused", fused)
+    by_lm = evaluate(events, "fused", {**fused, "words": "smollm2", "words_complete_probability": 0.1,
+                                       "words_incomplete_probability": 0.03})
+    assert TurnSettings().words == "rules" and (by_rules.cutoffs, by_rules.wait_p50_ms) == (1, 400)
+    assert (by_lm.cutoffs, by_lm.wait_p50_ms) == (0, 400)  # held: the words are unlikely to end there (0.01)
+
+
 def test_parse_detectors() -> None:
-    assert parse_detectors(None) == ["silence", "text", "prosody", "fused"]
+    assert parse_detectors(None) == ["silence", "text", "lm", "prosody", "fused"]
     assert parse_detectors("fused, silence") == ["fused", "silence"]
     with pytest.raises(UserError):
         parse_detectors("fused,magic")

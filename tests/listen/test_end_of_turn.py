@@ -80,3 +80,11 @@ def test_a_turn_setting_reaches_the_policy_from_the_environment() -> None:
     assert end_after_ms(Completion.COMPLETE, 0.9, config.turn) == 900
     with pytest.raises(ConfigError, match="incomplete_probability"):
         Config.load(env={"VOICECLI_TURN__INCOMPLETE_PROBABILITY": "0.9"})
+
+
+def test_the_words_judge_is_a_checked_choice_with_ordered_thresholds() -> None:
+    assert Config.load(env={"VOICECLI_TURN__WORDS": "smollm2"}).turn.words == "smollm2"
+    with pytest.raises(ConfigError, match=r"turn\.words"):
+        Config.load(env={"VOICECLI_TURN__WORDS": "gpt"})
+    with pytest.raises(ConfigError, match="words_incomplete_probability"):
+        Config.load(env={"VOICECLI_TURN__WORDS_INCOMPLETE_PROBABILITY": "0.5"})

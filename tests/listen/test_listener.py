@@ -27,7 +27,7 @@ from voicecli.listen.listener import (
 )
 from voicecli.listen.microphone import AudioBlock
 from voicecli.listen.transcription import Transcriber, TurnTranscriber
-from voicecli.listen.turn_completion import TurnEndPolicy
+from voicecli.listen.turn_completion import Completion, TurnEndPolicy
 
 
 def test_echo_gate() -> None:
@@ -156,6 +156,41 @@ async def test_with_prosody_the_hang_over_comes_from_the_words_and_the_voice(
     assert drafts[0].hold_ms == hold_ms and prosody.heard and prosody.heard[0] > 16_000  # it heard the utterance
     waited = turns[0].marks["turn_confirmed"] - turns[0].marks["speech_end"]
     assert hold_ms / 1000 - 0.05 <= waited < hold_ms / 1000 + 0.5, waited
+
+
+class FixedWords:
+    """SmolLM2's place in the listener (turn.words = "smollm2"), giving one fixed verdict on the words (the model
+    itself: test_turn_likelihood.py)."""
+
+    def __init__(self, verdict: Completion) -> None:
+        self.verdict = verdict
+        self.judged: list[str] = []
+
+    def completion(self, text: str) -> Completion:
+        self.judged.append(text)
+        return self.verdict
+
+
+@pytest.mark.slow
+async def test_with_a_words_model_the_hang_over_follows_its_verdict_not_the_rules(
+    tmp_path: Path, transcriber: Transcriber
+) -> None:
+    """A question the rules call finished (400 ms) that the model hears as unfinished is held the incomplete
+    hang-over, and the turn is confirmed only after it."""
+    _, prompt = speak("How many legs does a spider have?", tmp_path)
+    events: list[ListenEvent] = []
+    policy = TurnEndPolicy(default_ms=1500, complete_ms=400, incomplete_ms=2000)
+    words = FixedWords(Completion.INCOMPLETE)
+    listener = Listener(None, Endpointer(silence_ms=1500, tail_ms=120), TurnTranscriber(transcriber),  # type: ignore[arg-type]
+                        events.append, policy=policy, words=words)  # type: ignore[arg-type]
+    await feed_live(listener, np.concatenate([silence(0.5), prompt, silence(2.6)]))
+    await asyncio.sleep(0.5)
+    drafts = [e for e in events if isinstance(e, SpokenDraft)]
+    turns = [e for e in events if isinstance(e, SpokenTurn)]
+    assert len(drafts) == 1 and len(turns) == 1, events
+    assert drafts[0].hold_ms == 2000 and len(words.judged) == 1 and "spider" in words.judged[0].lower()
+    waited = turns[0].marks["turn_confirmed"] - turns[0].marks["speech_end"]
+    assert 1.95 <= waited < 2.5, waited
 
 
 @pytest.mark.slow

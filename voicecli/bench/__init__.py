@@ -221,7 +221,7 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     endpointing = commands.add_parser("endpointing", parents=[common], help=text, description=text)
     _question_source(endpointing, "endpointing")
     endpointing.add_argument("--detectors", default=None, metavar="D,D",
-                             help="detectors to compare (default: all: silence, text, prosody, fused)")
+                             help="detectors to compare (default: all: silence, text, lm, prosody, fused)")
     _outputs(endpointing)
     endpointing.set_defaults(handler=_run_endpointing)
 

@@ -11,11 +11,14 @@ hesitation, or a natural gap inside a phrase, both NOT the end) or the final sil
 
 The signals are read once per silence, PROBE_MS into it (as the app would, on the audio up to that moment): the
 draft transcript (tiny.en as configured in [stt], via voicecli.listen.transcription) and its verdict
-(voicecli.listen.turn_completion.classify), and Smart Turn v3.2's probability (voicecli.listen.smart_turn). Then
+(voicecli.listen.turn_completion.classify), SmolLM2's probability that the words end the message
+(voicecli.listen.turn_likelihood), and Smart Turn v3.2's probability (voicecli.listen.smart_turn). Then
 each detector is a function of its parameters and those signals that says at how much silence it would end the
 turn; it is simulated on the whole parameter grid (pure arithmetic, no model runs again):
   silence   end after W ms of silence.
   text      the app's rule today (TurnEndPolicy: complete / unsure / incomplete hang-overs).
+  lm        the same hang-overs, the words judged by SmolLM2 instead of the rules (turn.words = "smollm2",
+            voicecli.listen.turn_likelihood; its two thresholds swept too).
   prosody   Smart Turn alone: end at W ms if p >= threshold, else at the long bound L (Pipecat's way).
   fused     voicecli.listen.end_of_turn (silence + text + prosody).
 A cut-off is a mid-sentence silence at which the detector ended the turn before speech resumed; the cut-off rate is
@@ -52,8 +55,9 @@ from voicecli.config import Config, TurnSettings
 from voicecli.errors import UserError
 from voicecli.listen.end_of_turn import end_after_ms
 from voicecli.listen.turn_completion import Completion, TurnEndPolicy
+from voicecli.listen.turn_likelihood import words_verdict
 
-DETECTORS: tuple[str, ...] = ("silence", "text", "prosody", "fused")
+DETECTORS: tuple[str, ...] = ("silence", "text", "lm", "prosody", "fused")
 PROBE_MS = 200
 """Silence (ms, as the VAD counts it) at which the draft transcript and the prosody are read: the earliest a
 signal-based detector can decide (a pause shorter than this cannot be cut off by them)."""
@@ -81,6 +85,7 @@ ANCHORS: tuple[tuple[str, str], ...] = (
 _WAITS = tuple(range(100, 3001, 50))
 _SLOW = tuple(range(800, 3001, 200))
 _THRESHOLDS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+_WORD_THRESHOLDS = (0.01, 0.02, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5)
 
 
 @dataclass
@@ -100,6 +105,9 @@ class Event:
     text: str | None = None
     completion: str | None = None
     probability: float | None = None
+    """Smart Turn's: the voice sounds finished."""
+    likelihood: float | None = None
+    """SmolLM2's: the words end the message (None where the rules hear them unfinished, or no words)."""
 
 
 @dataclass
@@ -182,6 +190,16 @@ def text_detector(policy: TurnEndPolicy) -> Decider:
     return decide
 
 
+def lm_detector(policy: TurnEndPolicy, complete_at: float, incomplete_below: float) -> Decider:
+    def decide(event: Event) -> float:
+        completion = _completion(event)
+        if completion is None:  # the silence ended before the draft was read
+            return float(policy.default_ms)
+        verdict = words_verdict(completion, event.likelihood, complete_at, incomplete_below)
+        return _signal_decision(policy.hang_over(verdict))
+    return decide
+
+
 def prosody_detector(threshold: float, wait_ms: int, long_ms: int) -> Decider:
     def decide(event: Event) -> float:
         if event.probability is None:
@@ -194,7 +212,11 @@ def fused_detector(settings: TurnSettings) -> Decider:
     def decide(event: Event) -> float:
         if event.probability is None and event.completion is None:
             return float(settings.max_ms)
-        return _signal_decision(end_after_ms(_completion(event), event.probability, settings))
+        completion = _completion(event)
+        if completion is not None and settings.words == "smollm2":  # as the app judges the words
+            completion = words_verdict(completion, event.likelihood, settings.words_complete_probability,
+                                       settings.words_incomplete_probability)
+        return _signal_decision(end_after_ms(completion, event.probability, settings))
     return decide
 
 
@@ -203,20 +225,30 @@ def grid(detector: str, config: Config) -> tuple[dict[str, Any], list[dict[str, 
     audio = config.audio
     if detector == "silence":
         return {"wait_ms": audio.vad_silence_ms}, [{"wait_ms": w} for w in _WAITS]
+    text_default: dict[str, Any] = {"complete_ms": audio.turn_end_complete_ms, "default_ms": audio.vad_silence_ms,
+                                    "incomplete_ms": audio.turn_end_incomplete_ms}
     if detector == "text":
-        default = {"complete_ms": audio.turn_end_complete_ms, "default_ms": audio.vad_silence_ms,
-                   "incomplete_ms": audio.turn_end_incomplete_ms}
         steps = range(200, 3001, 100)
-        return default, [{"complete_ms": c, "default_ms": d, "incomplete_ms": i}
-                         for c, d, i in product(steps, steps, _SLOW) if c <= d <= i]
+        return text_default, [{"complete_ms": c, "default_ms": d, "incomplete_ms": i}
+                              for c, d, i in product(steps, steps, _SLOW) if c <= d <= i]
+    if detector == "lm":
+        turn = config.turn
+        default = {**text_default, "complete_probability": turn.words_complete_probability,
+                   "incomplete_probability": turn.words_incomplete_probability}
+        steps = range(200, 2001, 100)
+        return default, [{"complete_ms": c, "default_ms": d, "incomplete_ms": i, "complete_probability": hi,
+                          "incomplete_probability": lo}
+                         for c, d, i, hi, lo in product(steps, steps, _SLOW, _WORD_THRESHOLDS, _WORD_THRESHOLDS)
+                         if c <= d <= i and lo <= hi]
     if detector == "prosody":
         # Pipecat's defaults: > 0.5 at the VAD's 200 ms stop, else its 3 s stop_secs.
         return ({"threshold": 0.5, "wait_ms": PROBE_MS, "long_ms": 3000},
                 [{"threshold": t, "wait_ms": w, "long_ms": long}
                  for t, w, long in product(_THRESHOLDS, range(200, 2001, 100), _SLOW) if w <= long])
     if detector == "fused":
-        return (asdict(TurnSettings()),
-                [asdict(TurnSettings(a, o, u, h, m, c, i))
+        words = (config.turn.words, config.turn.words_complete_probability, config.turn.words_incomplete_probability)
+        return (asdict(config.turn),
+                [asdict(TurnSettings(a, o, u, h, m, c, i, *words))
                  for a, o, u, h, m, c, i in product((200, 300, 400, 600, 800, 1000, 1200, 1500),
                                                     (400, 600, 800, 1000, 1200, 1500),
                                                     (600, 800, 1000, 1200, 1500, 2000),
@@ -232,6 +264,10 @@ def decider(detector: str, params: dict[str, Any]) -> Decider:
     if detector == "text":
         return text_detector(TurnEndPolicy(default_ms=params["default_ms"], complete_ms=params["complete_ms"],
                                            incomplete_ms=params["incomplete_ms"]))
+    if detector == "lm":
+        return lm_detector(TurnEndPolicy(default_ms=params["default_ms"], complete_ms=params["complete_ms"],
+                                         incomplete_ms=params["incomplete_ms"]),
+                           params["complete_probability"], params["incomplete_probability"])
     if detector == "prosody":
         return prosody_detector(params["threshold"], params["wait_ms"], params["long_ms"])
     if detector == "fused":
@@ -466,9 +502,9 @@ def measure_signals(items: Sequence[Labelled], config: Config, detectors: Sequen
     from voicecli.listen.endpointing import SileroVad
     from voicecli.listen.turn_completion import classify
 
-    need_text = any(d in ("text", "fused") for d in detectors)
+    need_text = any(d in ("text", "lm", "fused") for d in detectors)
     need_prosody = any(d in ("prosody", "fused") for d in detectors)
-    transcriber = smart_turn = None
+    transcriber = smart_turn = words = None
     if need_text:
         from voicecli.listen.transcription import transcriber_from_config
 
@@ -480,8 +516,15 @@ def measure_signals(items: Sequence[Labelled], config: Config, detectors: Sequen
 
         bar.describe("loading Smart Turn")
         smart_turn = SmartTurn(config.models_dir)
+    if "lm" in detectors or (need_text and config.turn.words == "smollm2"):
+        from voicecli.listen.turn_likelihood import TurnLikelihood, normalize, turn_model_path
+
+        bar.describe("loading SmolLM2")
+        turn = config.turn
+        words = TurnLikelihood(turn_model_path(config.models_dir), complete_at=turn.words_complete_probability,
+                               incomplete_below=turn.words_incomplete_probability)
     vad = SileroVad()
-    timings: dict[str, list[float]] = {"draft_ms": [], "prosody_ms": []}
+    timings: dict[str, list[float]] = {"draft_ms": [], "words_ms": [], "prosody_ms": []}
     events: list[Event] = []
     probe = round(PROBE_MS * SPEECH_RATE / 1000)
     for item in items:
@@ -497,6 +540,11 @@ def measure_signals(items: Sequence[Labelled], config: Config, detectors: Sequen
                     event.text = transcriber.transcribe_sync(until, speculative=True).text
                     timings["draft_ms"].append((time.perf_counter() - started) * 1000)
                     event.completion = classify(event.text).value
+                    if words is not None and event.completion != Completion.INCOMPLETE.value \
+                            and normalize(event.text):
+                        started = time.perf_counter()
+                        event.likelihood = words.probability(event.text)
+                        timings["words_ms"].append((time.perf_counter() - started) * 1000)
                 if smart_turn is not None:
                     started = time.perf_counter()
                     event.probability = smart_turn.probability(until)
@@ -505,6 +553,8 @@ def measure_signals(items: Sequence[Labelled], config: Config, detectors: Sequen
         bar.step()
     if transcriber is not None:
         transcriber.close()
+    if words is not None:
+        words.close()
     return events, timings
 
 
@@ -595,9 +645,10 @@ def charts(result: BenchResult, directory: Path) -> list[Path]:
 def run(args: argparse.Namespace, config: Config) -> int:
     from voicecli.listen.smart_turn import SmartTurnModelMissing
     from voicecli.listen.transcription import WhisperModelMissing
+    from voicecli.listen.turn_likelihood import TurnModelMissing
     from voicecli.tts.local_endpoint import EndpointStartError
 
     parse_detectors(args.detectors)
     run_bench(_bench(args, config), Path(args.out), render_markdown, charts,
-              (BenchError, EndpointStartError, SmartTurnModelMissing, WhisperModelMissing))
+              (BenchError, EndpointStartError, SmartTurnModelMissing, TurnModelMissing, WhisperModelMissing))
     return 0

@@ -49,7 +49,8 @@ from voicecli.listen.endpointing import (
 from voicecli.listen.microphone import AudioBlock, Microphone, NoMicrophoneError
 from voicecli.listen.smart_turn import SmartTurn, SmartTurnModelMissing
 from voicecli.listen.transcription import Transcript, TurnTranscriber, WhisperModelMissing
-from voicecli.listen.turn_completion import TurnEndPolicy, classify
+from voicecli.listen.turn_completion import Completion, TurnEndPolicy, classify
+from voicecli.listen.turn_likelihood import TurnLikelihood, TurnModelMissing, turn_model_path
 
 
 @dataclass(frozen=True)
@@ -145,11 +146,13 @@ class Listener:
         prosody: SmartTurn | None = None,
         fused: TurnSettings | None = None,
         partial_ms: int = 0,
+        words: TurnLikelihood | None = None,
     ) -> None:
         """`prosody` (with `fused`, its thresholds): also ask Smart Turn at each pause whether the voice sounds
         finished, and choose the hang-over from the text and the voice together (voicecli.listen.end_of_turn)
         instead of from the text alone. `partial_ms` (0: off): decode the growing utterance after every this much
-        of it, when the Whisper worker is idle, and report PartialTranscripts."""
+        of it, when the Whisper worker is idle, and report PartialTranscripts. `words` (turn.words = "smollm2"):
+        the language model that judges whether the draft's words are finished, instead of the word rules."""
         self.microphone = microphone
         self.detector = detector
         self.transcriber = transcriber
@@ -158,6 +161,7 @@ class Listener:
         self.policy = policy or TurnEndPolicy()
         self.prosody = prosody
         self.fused = fused or TurnSettings()
+        self.words = words
         self._speech_start: float | None = None
         self._draft_turn: int | None = None  # turn of the last SpokenDraft not yet withdrawn or confirmed
         self._last_level = 0.0
@@ -276,16 +280,25 @@ class Listener:
             if not isinstance(detector, Endpointer) or not detector.paused_in(paused.turn):
                 return  # the user already resumed, or the turn already ended on the default hang-over
             text = transcript.text.strip()
+            completion = await self._judge(text) if text else None
+            if not detector.paused_in(paused.turn):
+                return  # the user resumed while the words were judged
             if voice is None:
-                hold_ms = self.policy.silence_ms(text or None)
+                hold_ms = self.policy.hang_over(completion)
             else:
-                hold_ms = end_after_ms(classify(text) if text else None, probability, self.fused)
+                hold_ms = end_after_ms(completion, probability, self.fused)
             detector.end_after(hold_ms)
             if text:
                 marks = {"speech_start": self._speech_start or paused.at, "speech_end": detector.last_speech_at,
                          "transcript_ready": transcript.finished_at}
                 self._draft_turn = paused.turn
                 self._on_event(SpokenDraft(text, marks, paused.turn, hold_ms))
+
+    async def _judge(self, text: str) -> Completion:
+        """Are the words finished? The word rules (at once), or the language model (off the event loop, ~50 ms)."""
+        if self.words is None:
+            return classify(text)
+        return await asyncio.to_thread(self.words.completion, text)
 
     async def _finish(self, future: asyncio.Future[Transcript], marks: dict[str, float], audio_s: float,
                       turn: int) -> None:
@@ -330,7 +343,17 @@ def open_listener(
                              config.audio.speculate_ms)
     prosody = SmartTurn(config.models_dir) if config.audio.prosody_turn_end else None
     return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate, turn_end_policy(config),
-                    prosody, config.turn, config.audio.partial_ms)
+                    prosody, config.turn, config.audio.partial_ms, turn_words(config))
+
+
+def turn_words(config: Config) -> TurnLikelihood | None:
+    """The language model that judges the draft's words (turn.words = "smollm2"), None for the word rules. Raises
+    TurnModelMissing (names the install command). Blocking (~0.3 s to load)."""
+    turn = config.turn
+    if turn.words != "smollm2":
+        return None
+    return TurnLikelihood(turn_model_path(config.models_dir), complete_at=turn.words_complete_probability,
+                          incomplete_below=turn.words_incomplete_probability)
 
 
 @dataclass(frozen=True)
@@ -365,7 +388,7 @@ async def open_gated_listener(
         return await asyncio.to_thread(gated)
     except NoMicrophoneError as exc:
         return VoiceOff(f"no microphone ({exc}): voice input is off, typing still works", error=False)
-    except (WhisperModelMissing, SmartTurnModelMissing) as exc:
+    except (WhisperModelMissing, SmartTurnModelMissing, TurnModelMissing) as exc:
         return VoiceOff(f"voice input is off: {exc}", error=True)
     except OSError as exc:  # a device that vanished or refused while opening
         return VoiceOff(f"voice input is off: the microphone could not be opened ({exc})", error=True)

@@ -87,9 +87,13 @@ class TurnEndPolicy:
 
     def silence_ms(self, transcript: str | None) -> int:
         """The hang-over for this pause: `default_ms` when there is no transcript or the policy is switched off."""
-        if transcript is None or not self.transcript_aware:
+        return self.hang_over(None if transcript is None else classify(transcript))
+
+    def hang_over(self, completion: Completion | None) -> int:
+        """The hang-over for a verdict on the words (None: no transcript), whoever gave it (these rules, or
+        voicecli.listen.turn_likelihood)."""
+        if completion is None or not self.transcript_aware:
             return self.default_ms
-        completion = classify(transcript)
         if completion is Completion.COMPLETE:
             return self.complete_ms
         if completion is Completion.INCOMPLETE:
