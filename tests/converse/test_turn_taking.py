@@ -73,7 +73,7 @@ class Setup:
 
 def draft(text: str = QUESTION, turn: int = 1) -> SpokenDraft:
     now = time.monotonic()
-    return SpokenDraft(text, {"speech_start": now - 2.0, "speech_end": now - 0.25, "transcript_ready": now}, turn, 300)
+    return SpokenDraft(text, {"speech_start": now - 2.0, "speech_end": now - 0.25, "transcript_ready": now}, turn)
 
 
 def final(text: str = QUESTION, turn: int = 1) -> SpokenTurn:

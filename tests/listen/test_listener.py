@@ -18,6 +18,7 @@ from voicecli.listen.endpointing import Endpointer
 from voicecli.listen.listener import (
     BargeIn,
     EchoGate,
+    HangOver,
     InputLevel,
     Listener,
     ListenEvent,
@@ -101,6 +102,10 @@ async def feed_live(listener: Listener, audio: np.ndarray, start: float = 1000.0
             await asyncio.wait(set(listener._pending))
 
 
+def hang_overs(events: list[ListenEvent]) -> list[tuple[int, int]]:
+    return [(e.turn, e.hold_ms) for e in events if isinstance(e, HangOver)]
+
+
 @pytest.mark.slow
 async def test_a_finished_question_is_drafted_then_confirmed_on_its_shorter_hang_over(
     tmp_path: Path, transcriber: Transcriber
@@ -115,7 +120,7 @@ async def test_a_finished_question_is_drafted_then_confirmed_on_its_shorter_hang
     drafts = [e for e in events if isinstance(e, SpokenDraft)]
     turns = [e for e in events if isinstance(e, SpokenTurn)]
     assert len(drafts) == 1 and len(turns) == 1, events
-    assert drafts[0].hold_ms == 400 and "spider" in drafts[0].text.lower()
+    assert hang_overs(events) == [(drafts[0].turn, 400)] and "spider" in drafts[0].text.lower()
     assert (turns[0].turn, turns[0].text) == (drafts[0].turn, drafts[0].text)  # what makes the draft's answer usable
     waited = turns[0].marks["turn_confirmed"] - turns[0].marks["speech_end"]
     assert 0.35 <= waited < 1.0, waited  # the finished question's 400 ms, not the 1.5 s default
@@ -153,7 +158,8 @@ async def test_with_prosody_the_hang_over_comes_from_the_words_and_the_voice(
     drafts = [e for e in events if isinstance(e, SpokenDraft)]
     turns = [e for e in events if isinstance(e, SpokenTurn)]
     assert len(drafts) == 1 and len(turns) == 1, events
-    assert drafts[0].hold_ms == hold_ms and prosody.heard and prosody.heard[0] > 16_000  # it heard the utterance
+    assert hang_overs(events) == [(drafts[0].turn, hold_ms)]
+    assert prosody.heard and prosody.heard[0] > 16_000  # it heard the utterance
     waited = turns[0].marks["turn_confirmed"] - turns[0].marks["speech_end"]
     assert hold_ms / 1000 - 0.05 <= waited < hold_ms / 1000 + 0.5, waited
 
@@ -188,7 +194,8 @@ async def test_with_a_words_model_the_hang_over_follows_its_verdict_not_the_rule
     drafts = [e for e in events if isinstance(e, SpokenDraft)]
     turns = [e for e in events if isinstance(e, SpokenTurn)]
     assert len(drafts) == 1 and len(turns) == 1, events
-    assert drafts[0].hold_ms == 2000 and len(words.judged) == 1 and "spider" in words.judged[0].lower()
+    assert hang_overs(events) == [(drafts[0].turn, 2000)]
+    assert len(words.judged) == 1 and "spider" in words.judged[0].lower()
     waited = turns[0].marks["turn_confirmed"] - turns[0].marks["speech_end"]
     assert 1.95 <= waited < 2.5, waited
 
@@ -202,7 +209,7 @@ async def test_speech_after_a_pause_withdraws_the_draft(tmp_path: Path, transcri
                         events.append, policy=TurnEndPolicy(default_ms=1500, complete_ms=1400, incomplete_ms=2500))
     await feed_live(listener, np.concatenate([silence(0.5), first, silence(0.6), second, silence(2.5)]))
     await asyncio.sleep(0.5)
-    kinds = [type(e).__name__ for e in events if not isinstance(e, InputLevel)]
+    kinds = [type(e).__name__ for e in events if not isinstance(e, InputLevel | HangOver)]
     assert kinds[:2] == ["SpokenDraft", "DraftWithdrawn"], kinds
     turns = [e for e in events if isinstance(e, SpokenTurn)]
     assert len(turns) == 1 and "spider" in turns[0].text.lower()  # one turn, the whole question
@@ -254,7 +261,8 @@ async def test_words_so_far_while_speaking_then_the_stops_decode_is_the_draft_an
     await feed_windows(listener, silence(1.5), clock)
     await settle()
     told = [e for e in events if not isinstance(e, InputLevel)]
-    assert [type(e).__name__ for e in told] == ["PartialTranscript"] * 3 + ["SpokenDraft", "SpokenTurn"], told
+    kinds = [type(e).__name__ for e in told]
+    assert kinds == ["PartialTranscript"] * 3 + ["SpokenDraft", "HangOver", "SpokenTurn"], told
     assert [e.text for e in told if isinstance(e, PartialTranscript)] == ["how many", "how many legs", "How many legs?"]
     assert all(e.turn == 1 for e in told if isinstance(e, PartialTranscript | SpokenDraft | SpokenTurn))
     assert len(decoder.jobs) == 3  # the pause and the end took the stop's decode: no other decode

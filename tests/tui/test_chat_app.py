@@ -236,7 +236,7 @@ async def test_a_spoken_draft_thinks_ahead_quietly_then_shows_once_confirmed(liv
         assert app.taker is not None
         question = "What is the capital of France?"
         now = time.monotonic()
-        app.taker.on_listen(SpokenDraft(question, {"speech_end": now, "transcript_ready": now}, 1, 650))
+        app.taker.on_listen(SpokenDraft(question, {"speech_end": now, "transcript_ready": now}, 1))
         await wait_for(lambda: status.state == "thinking ahead")
         seen = set()
         for _ in range(20):  # a second of holding: the state stays put and nothing is shown

@@ -71,8 +71,15 @@ class SpokenDraft:
     text: str
     marks: dict[str, float]
     turn: int
+
+
+@dataclass(frozen=True)
+class HangOver:
+    """The silence after which turn `turn` ends at this pause, chosen from its draft's words (and voice): shown or
+    logged by front ends that explain a wait; the turn itself comes as a SpokenTurn."""
+
+    turn: int
     hold_ms: int
-    """The hang-over chosen for this pause from the text (how long until the turn is confirmed)."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +121,8 @@ class HeardNothing:
     audio_s: float
 
 
-ListenEvent = SpokenTurn | SpokenDraft | PartialTranscript | DraftWithdrawn | BargeIn | InputLevel | HeardNothing
+ListenEvent = (SpokenTurn | SpokenDraft | HangOver | PartialTranscript | DraftWithdrawn | BargeIn | InputLevel
+               | HeardNothing)
 
 
 @dataclass
@@ -271,28 +279,32 @@ class Listener:
 
     async def _draft(self, future: asyncio.Future[Transcript], paused: SpeechPaused,
                      voice: asyncio.Future[float] | None = None) -> None:
-        """The speculative transcript of a pause: pick this pause's hang-over, offer the draft to the app. With
-        prosody, Smart Turn's verdict on the same audio (computed alongside the transcript) joins the text's."""
+        """The speculative transcript of a pause: offer the draft to the app at once, then pick this pause's
+        hang-over from the words (and, with prosody, Smart Turn's verdict on the same audio, computed alongside the
+        transcript). Why in that order: the draft's answer starts while the words are judged (SmolLM2 takes ~50 ms;
+        judged first, every answer started that much later: `bench turns`, llm_first_token p50 +40-70 ms), and the
+        hang-over is at least hundreds of ms, so it is chosen long before it runs out."""
         with contextlib.suppress(asyncio.CancelledError):
             transcript = await future
-            probability = None if voice is None else await voice
             detector = self.detector
             if not isinstance(detector, Endpointer) or not detector.paused_in(paused.turn):
                 return  # the user already resumed, or the turn already ended on the default hang-over
             text = transcript.text.strip()
+            if text:
+                marks = {"speech_start": self._speech_start or paused.at, "speech_end": detector.last_speech_at,
+                         "transcript_ready": transcript.finished_at}
+                self._draft_turn = paused.turn
+                self._on_event(SpokenDraft(text, marks, paused.turn))
             completion = await self._judge(text) if text else None
+            probability = None if voice is None else await voice
             if not detector.paused_in(paused.turn):
-                return  # the user resumed while the words were judged
+                return  # the user resumed meanwhile (which withdrew the draft)
             if voice is None:
                 hold_ms = self.policy.hang_over(completion)
             else:
                 hold_ms = end_after_ms(completion, probability, self.fused)
             detector.end_after(hold_ms)
-            if text:
-                marks = {"speech_start": self._speech_start or paused.at, "speech_end": detector.last_speech_at,
-                         "transcript_ready": transcript.finished_at}
-                self._draft_turn = paused.turn
-                self._on_event(SpokenDraft(text, marks, paused.turn, hold_ms))
+            self._on_event(HangOver(paused.turn, hold_ms))
 
     async def _judge(self, text: str) -> Completion:
         """Are the words finished? The word rules (at once), or the language model (off the event loop, ~50 ms)."""
