@@ -13,7 +13,7 @@ next-token distribution; the probability that the message ends now is the mass o
 sentence-final punctuation ("?", ".", "!"). Measured on `voicecli bench endpointing`'s drafts (the events of
 endpointing-20261202 and -holdout): it tells real ends from mid-sentence pauses with a ranking AUC of 0.89 (tuned
 set) and 0.98 (holdout), where Smart Turn v3.2 on the same pauses scores 0.44 and 0.63 and the word rules' three
-verdicts 0.68 and 0.53. Cost: one pass of ~15 tokens, ~50 ms on one core of the 2-core VM, after the draft.
+verdicts 0.68 and 0.53. Cost: one pass of ~15 tokens, ~65 ms on one core of the 2-core VM, beside the draft's answer.
 
 The verdict (`TurnLikelihood.completion`) keeps the rules' INCOMPLETE (a last word that cannot end a sentence, a
 trailing comma or ellipsis: those the rules get right, and the model is not asked), and otherwise calls the words
@@ -23,6 +23,7 @@ between, so every policy that takes a Completion (the text rule's hang-overs, th
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from pathlib import Path
@@ -96,7 +97,7 @@ class TurnLikelihood:
         if not model_path.is_file():
             raise TurnModelMissing(f"SmolLM2 model not found at {model_path}")
         try:
-            from llama_cpp import Llama
+            import llama_cpp
         except ImportError as exc:
             raise TurnModelMissing(f"turn.words = \"smollm2\" needs llama-cpp-python ({exc}): run `pip install "
                                    "'voicecli[local-llm]'`, or set turn.words = \"rules\"") from exc
@@ -104,26 +105,30 @@ class TurnLikelihood:
         self.model_path = model_path
         self.complete_at = complete_at
         self.incomplete_below = incomplete_below
-        # logits_all: llama-cpp-python keeps the logits (`scores`) only then; CONTEXT_TOKENS rows of the vocabulary
-        self._llm: Any = Llama(model_path=str(model_path), n_ctx=CONTEXT_TOKENS, n_batch=CONTEXT_TOKENS,
-                               n_threads=max(1, threads), logits_all=True, verbose=False)
+        # n_threads_batch too: the words are read as one batch, on every core by default, which then slowed the
+        # draft's answer starting on the other core at the same moment (bench turns: LLM first token +30-40 ms).
+        # Only the last token's logits are computed (no logits_all: the output layer over the 49k vocabulary for
+        # every token of the words took a third of the time: 100 ms -> 66 ms per call, the same probabilities).
+        self._llm: Any = llama_cpp.Llama(model_path=str(model_path), n_ctx=CONTEXT_TOKENS, n_batch=CONTEXT_TOKENS,
+                                         n_threads=max(1, threads), n_threads_batch=max(1, threads), verbose=False)
+        self._logits = functools.partial(llama_cpp.llama_get_logits, self._llm.ctx)
+        self._vocabulary = int(self._llm.n_vocab())
         self._prompt = self._llm.tokenize(PROMPT.encode(), add_bos=False, special=True)
-        vocabulary = range(self._llm.n_vocab())
-        ends = [t for t in vocabulary if self._llm.detokenize([t]).decode("utf-8", "replace").strip()
+        ends = [t for t in range(self._vocabulary) if self._llm.detokenize([t]).decode("utf-8", "replace").strip()
                 in SENTENCE_ENDS]
         self._ends = np.array([*ends, *self._llm.tokenize(END_OF_MESSAGE.encode(), add_bos=False, special=True)])
         self._lock = threading.Lock()
 
     def probability(self, text: str) -> float:
         """P(the message ends now | its words so far): the next token's mass on the end of the message and on
-        sentence-final punctuation. Blocking (~50 ms on one core)."""
+        sentence-final punctuation. Blocking (~65 ms on one core)."""
         words = normalize(text)
         tokens = self._llm.tokenize(words.encode(), add_bos=False, special=False) if words else []
         tokens = [*self._prompt, *tokens[-(CONTEXT_TOKENS - len(self._prompt)):]]
         with self._lock:
             self._llm.reset()
             self._llm.eval(tokens)
-            logits = np.asarray(self._llm.scores[len(tokens) - 1], dtype=np.float64)
+            logits = np.ctypeslib.as_array(self._logits(), shape=(self._vocabulary,)).astype(np.float64)
         weights = np.exp(logits - logits.max())
         return float(weights[self._ends].sum() / weights.sum())
 
