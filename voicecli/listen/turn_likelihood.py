@@ -10,10 +10,11 @@ stock SmolLM2-135M-Instruct the offline default already answers with, not fine-t
 How: the draft is lowercased and stripped of punctuation (Whisper's guess at it is what misleads), put in the
 model's chat template as an unfinished user message (`<|im_start|>user\\n...`), and one forward pass gives the
 next-token distribution; the probability that the message ends now is the mass on the end-of-message token and on
-sentence-final punctuation ("?", ".", "!"). Measured on `voicecli bench endpointing`'s drafts (the events of
-endpointing-20261202 and -holdout): it tells real ends from mid-sentence pauses with a ranking AUC of 0.89 (tuned
-set) and 0.98 (holdout), where Smart Turn v3.2 on the same pauses scores 0.44 and 0.63 and the word rules' three
-verdicts 0.68 and 0.53. Cost: one pass of ~15 tokens, ~65 ms on one core of the 2-core VM, beside the draft's answer.
+sentence-final punctuation ("?", ".", "!"). Measured on `voicecli bench endpointing`'s drafts (runs
+endpointing-20261204-lm and -holdout-lm, the rules' "unfinished" kept): it tells real ends from mid-sentence pauses
+with a ranking AUC of 0.83 (tuned set) and 0.89 (holdout), where Smart Turn v3.2 on the same pauses scores 0.45 and
+0.63 and the word rules' three verdicts 0.68 and 0.53. Cost: one pass of ~15 tokens, ~65-80 ms on one core of the
+2-core VM, beside the draft's answer.
 
 The verdict (`TurnLikelihood.completion`) keeps the rules' INCOMPLETE (a last word that cannot end a sentence, a
 trailing comma or ellipsis: those the rules get right, and the model is not asked), and otherwise calls the words
