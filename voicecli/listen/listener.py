@@ -281,8 +281,8 @@ class Listener:
                      voice: asyncio.Future[float] | None = None) -> None:
         """The speculative transcript of a pause: offer the draft to the app at once, then pick this pause's
         hang-over from the words (and, with prosody, Smart Turn's verdict on the same audio, computed alongside the
-        transcript). Why in that order: the draft's answer starts while the words are judged (SmolLM2 takes ~50 ms;
-        judged first, every answer started that much later: `bench turns`, llm_first_token p50 +40-70 ms), and the
+        transcript). Why in that order: the draft's answer starts while the words are judged (SmolLM2 takes ~70 ms;
+        judged first, every answer started that much later: `bench turns`, llm_first_token p50 +58-122 ms), and the
         hang-over is at least hundreds of ms, so it is chosen long before it runs out."""
         with contextlib.suppress(asyncio.CancelledError):
             transcript = await future
@@ -307,7 +307,7 @@ class Listener:
             self._on_event(HangOver(paused.turn, hold_ms))
 
     async def _judge(self, text: str) -> Completion:
-        """Are the words finished? The word rules (at once), or the language model (off the event loop, ~50 ms)."""
+        """Are the words finished? The word rules (at once), or the language model (off the event loop, ~70 ms)."""
         if self.words is None:
             return classify(text)
         return await asyncio.to_thread(self.words.completion, text)
