@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -106,23 +107,32 @@ def hang_overs(events: list[ListenEvent]) -> list[tuple[int, int]]:
     return [(e.turn, e.hold_ms) for e in events if isinstance(e, HangOver)]
 
 
-@pytest.mark.slow
-async def test_a_finished_question_is_drafted_then_confirmed_on_its_shorter_hang_over(
-    tmp_path: Path, transcriber: Transcriber
-) -> None:
+async def one_spoken_question(tmp_path: Path, transcriber: Transcriber, after_s: float = 2.0,
+                              **options: Any) -> tuple[SpokenDraft, SpokenTurn, int, float]:
+    """"How many legs does a spider have?" then `after_s` of silence, fed to a listener made with `options`: its one
+    draft, its one turn, the hang-over chosen at the pause, and the wait from the end of speech to the turn."""
     _, prompt = speak("How many legs does a spider have?", tmp_path)
     events: list[ListenEvent] = []
-    policy = TurnEndPolicy(default_ms=1500, complete_ms=400, incomplete_ms=2500)
     listener = Listener(None, Endpointer(silence_ms=1500, tail_ms=120), TurnTranscriber(transcriber),  # type: ignore[arg-type]
-                        events.append, policy=policy)
-    await feed_live(listener, np.concatenate([silence(0.5), prompt, silence(2.0)]))
+                        events.append, **options)
+    await feed_live(listener, np.concatenate([silence(0.5), prompt, silence(after_s)]))
     await asyncio.sleep(0.5)
     drafts = [e for e in events if isinstance(e, SpokenDraft)]
     turns = [e for e in events if isinstance(e, SpokenTurn)]
     assert len(drafts) == 1 and len(turns) == 1, events
-    assert hang_overs(events) == [(drafts[0].turn, 400)] and "spider" in drafts[0].text.lower()
-    assert (turns[0].turn, turns[0].text) == (drafts[0].turn, drafts[0].text)  # what makes the draft's answer usable
-    waited = turns[0].marks["turn_confirmed"] - turns[0].marks["speech_end"]
+    ((turn, hold_ms),) = hang_overs(events)
+    assert turn == drafts[0].turn
+    return drafts[0], turns[0], hold_ms, turns[0].marks["turn_confirmed"] - turns[0].marks["speech_end"]
+
+
+@pytest.mark.slow
+async def test_a_finished_question_is_drafted_then_confirmed_on_its_shorter_hang_over(
+    tmp_path: Path, transcriber: Transcriber
+) -> None:
+    policy = TurnEndPolicy(default_ms=1500, complete_ms=400, incomplete_ms=2500)
+    draft, turn, hold_ms, waited = await one_spoken_question(tmp_path, transcriber, policy=policy)
+    assert hold_ms == 400 and "spider" in draft.text.lower()
+    assert (turn.turn, turn.text) == (draft.turn, draft.text)  # what makes the draft's answer usable
     assert 0.35 <= waited < 1.0, waited  # the finished question's 400 ms, not the 1.5 s default
 
 
@@ -147,20 +157,11 @@ async def test_with_prosody_the_hang_over_comes_from_the_words_and_the_voice(
     unfinished is held, one the voice is unsure of waits for one signal (voicecli.listen.end_of_turn)."""
     from voicecli.config import TurnSettings
 
-    _, prompt = speak("How many legs does a spider have?", tmp_path)
-    events: list[ListenEvent] = []
     fused = TurnSettings(agree_ms=400, one_signal_ms=700, undecided_ms=900, hold_ms=1100, max_ms=1500)
     prosody = FixedProsody(probability)
-    listener = Listener(None, Endpointer(silence_ms=1500, tail_ms=120), TurnTranscriber(transcriber),  # type: ignore[arg-type]
-                        events.append, prosody=prosody, fused=fused)  # type: ignore[arg-type]
-    await feed_live(listener, np.concatenate([silence(0.5), prompt, silence(2.0)]))
-    await asyncio.sleep(0.5)
-    drafts = [e for e in events if isinstance(e, SpokenDraft)]
-    turns = [e for e in events if isinstance(e, SpokenTurn)]
-    assert len(drafts) == 1 and len(turns) == 1, events
-    assert hang_overs(events) == [(drafts[0].turn, hold_ms)]
+    _, _, chosen, waited = await one_spoken_question(tmp_path, transcriber, prosody=prosody, fused=fused)
+    assert chosen == hold_ms
     assert prosody.heard and prosody.heard[0] > 16_000  # it heard the utterance
-    waited = turns[0].marks["turn_confirmed"] - turns[0].marks["speech_end"]
     assert hold_ms / 1000 - 0.05 <= waited < hold_ms / 1000 + 0.5, waited
 
 
@@ -183,20 +184,11 @@ async def test_with_a_words_model_the_hang_over_follows_its_verdict_not_the_rule
 ) -> None:
     """A question the rules call finished (400 ms) that the model hears as unfinished is held the incomplete
     hang-over, and the turn is confirmed only after it."""
-    _, prompt = speak("How many legs does a spider have?", tmp_path)
-    events: list[ListenEvent] = []
     policy = TurnEndPolicy(default_ms=1500, complete_ms=400, incomplete_ms=2000)
     words = FixedWords(Completion.INCOMPLETE)
-    listener = Listener(None, Endpointer(silence_ms=1500, tail_ms=120), TurnTranscriber(transcriber),  # type: ignore[arg-type]
-                        events.append, policy=policy, words=words)  # type: ignore[arg-type]
-    await feed_live(listener, np.concatenate([silence(0.5), prompt, silence(2.6)]))
-    await asyncio.sleep(0.5)
-    drafts = [e for e in events if isinstance(e, SpokenDraft)]
-    turns = [e for e in events if isinstance(e, SpokenTurn)]
-    assert len(drafts) == 1 and len(turns) == 1, events
-    assert hang_overs(events) == [(drafts[0].turn, 2000)]
+    _, _, hold_ms, waited = await one_spoken_question(tmp_path, transcriber, 2.6, policy=policy, words=words)
+    assert hold_ms == 2000
     assert len(words.judged) == 1 and "spider" in words.judged[0].lower()
-    waited = turns[0].marks["turn_confirmed"] - turns[0].marks["speech_end"]
     assert 1.95 <= waited < 2.5, waited
 
 
