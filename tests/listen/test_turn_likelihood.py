@@ -14,6 +14,7 @@ from voicecli.listen.turn_likelihood import (
     MODEL_NAME,
     TurnLikelihood,
     TurnModelMissing,
+    asks_model,
     normalize,
     turn_model_path,
     words_verdict,
@@ -27,6 +28,8 @@ def test_the_rules_unfinished_stands_and_the_probability_decides_the_rest() -> N
     assert words_verdict(Completion.COMPLETE, 0.05, 0.1, 0.03) is Completion.UNSURE
     assert words_verdict(Completion.UNSURE, 0.03, 0.1, 0.03) is Completion.UNSURE
     assert words_verdict(Completion.COMPLETE, None, 0.1, 0.03) is Completion.COMPLETE  # not asked: the rules stand
+    assert asks_model(Completion.COMPLETE, "Remind me to call.") and asks_model(Completion.UNSURE, "play music")
+    assert not asks_model(Completion.INCOMPLETE, "the capital of") and not asks_model(Completion.UNSURE, "...")
 
 
 def test_the_words_are_read_without_case_or_punctuation_and_only_their_end() -> None:

@@ -55,7 +55,7 @@ from voicecli.config import Config, TurnSettings
 from voicecli.errors import UserError
 from voicecli.listen.end_of_turn import end_after_ms
 from voicecli.listen.turn_completion import Completion, TurnEndPolicy
-from voicecli.listen.turn_likelihood import words_verdict
+from voicecli.listen.turn_likelihood import asks_model, words_verdict
 
 DETECTORS: tuple[str, ...] = ("silence", "text", "lm", "prosody", "fused")
 PROBE_MS = 200
@@ -261,13 +261,12 @@ def grid(detector: str, config: Config) -> tuple[dict[str, Any], list[dict[str, 
 def decider(detector: str, params: dict[str, Any]) -> Decider:
     if detector == "silence":
         return silence_detector(params["wait_ms"])
-    if detector == "text":
-        return text_detector(TurnEndPolicy(default_ms=params["default_ms"], complete_ms=params["complete_ms"],
-                                           incomplete_ms=params["incomplete_ms"]))
-    if detector == "lm":
-        return lm_detector(TurnEndPolicy(default_ms=params["default_ms"], complete_ms=params["complete_ms"],
-                                         incomplete_ms=params["incomplete_ms"]),
-                           params["complete_probability"], params["incomplete_probability"])
+    if detector in ("text", "lm"):
+        policy = TurnEndPolicy(default_ms=params["default_ms"], complete_ms=params["complete_ms"],
+                               incomplete_ms=params["incomplete_ms"])
+        if detector == "text":
+            return text_detector(policy)
+        return lm_detector(policy, params["complete_probability"], params["incomplete_probability"])
     if detector == "prosody":
         return prosody_detector(params["threshold"], params["wait_ms"], params["long_ms"])
     if detector == "fused":
@@ -517,12 +516,10 @@ def measure_signals(items: Sequence[Labelled], config: Config, detectors: Sequen
         bar.describe("loading Smart Turn")
         smart_turn = SmartTurn(config.models_dir)
     if "lm" in detectors or (need_text and config.turn.words == "smollm2"):
-        from voicecli.listen.turn_likelihood import TurnLikelihood, normalize, turn_model_path
+        from voicecli.listen.turn_likelihood import TurnLikelihood
 
         bar.describe("loading SmolLM2")
-        turn = config.turn
-        words = TurnLikelihood(turn_model_path(config.models_dir), complete_at=turn.words_complete_probability,
-                               incomplete_below=turn.words_incomplete_probability)
+        words = TurnLikelihood.from_config(config)
     vad = SileroVad()
     timings: dict[str, list[float]] = {"draft_ms": [], "words_ms": [], "prosody_ms": []}
     events: list[Event] = []
@@ -539,9 +536,9 @@ def measure_signals(items: Sequence[Labelled], config: Config, detectors: Sequen
                     started = time.perf_counter()
                     event.text = transcriber.transcribe_sync(until, speculative=True).text
                     timings["draft_ms"].append((time.perf_counter() - started) * 1000)
-                    event.completion = classify(event.text).value
-                    if words is not None and event.completion != Completion.INCOMPLETE.value \
-                            and normalize(event.text):
+                    rules = classify(event.text)
+                    event.completion = rules.value
+                    if words is not None and asks_model(rules, event.text):
                         started = time.perf_counter()
                         event.likelihood = words.probability(event.text)
                         timings["words_ms"].append((time.perf_counter() - started) * 1000)

@@ -50,7 +50,7 @@ from voicecli.listen.microphone import AudioBlock, Microphone, NoMicrophoneError
 from voicecli.listen.smart_turn import SmartTurn, SmartTurnModelMissing
 from voicecli.listen.transcription import Transcript, TurnTranscriber, WhisperModelMissing
 from voicecli.listen.turn_completion import Completion, TurnEndPolicy, classify
-from voicecli.listen.turn_likelihood import TurnLikelihood, TurnModelMissing, turn_model_path
+from voicecli.listen.turn_likelihood import TurnLikelihood, TurnModelMissing
 
 
 @dataclass(frozen=True)
@@ -361,11 +361,7 @@ def open_listener(
 def turn_words(config: Config) -> TurnLikelihood | None:
     """The language model that judges the draft's words (turn.words = "smollm2"), None for the word rules. Raises
     TurnModelMissing (names the install command). Blocking (~0.3 s to load)."""
-    turn = config.turn
-    if turn.words != "smollm2":
-        return None
-    return TurnLikelihood(turn_model_path(config.models_dir), complete_at=turn.words_complete_probability,
-                          incomplete_below=turn.words_incomplete_probability)
+    return TurnLikelihood.from_config(config) if config.turn.words == "smollm2" else None
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from voicecli.config import Config
 from voicecli.listen.turn_completion import Completion, classify
 
-__all__ = ["MODEL_FILE", "MODEL_NAME", "TurnLikelihood", "TurnModelMissing", "normalize", "turn_model_path",
-           "words_verdict"]
+__all__ = ["MODEL_FILE", "MODEL_NAME", "TurnLikelihood", "TurnModelMissing", "asks_model", "normalize",
+           "turn_model_path", "words_verdict"]
 
 MODEL_NAME = "smollm2"
 """The catalog model (`voicecli models install --only smollm2`; the offline default LLM, so usually there)."""
@@ -70,6 +71,11 @@ def normalize(text: str) -> str:
     """Lowercase words without punctuation (apostrophes kept), the last MAX_WORDS of them."""
     words = _NOT_WORD.sub(" ", text.lower()).split()
     return " ".join(words[-MAX_WORDS:])
+
+
+def asks_model(rules: Completion, text: str) -> bool:
+    """Whether the words need the model at all: not when the rules already hear them unfinished, nor without words."""
+    return rules is not Completion.INCOMPLETE and bool(normalize(text))
 
 
 def words_verdict(rules: Completion, probability: float | None, complete_at: float,
@@ -120,6 +126,14 @@ class TurnLikelihood:
         self._ends = np.array([*ends, *self._llm.tokenize(END_OF_MESSAGE.encode(), add_bos=False, special=True)])
         self._lock = threading.Lock()
 
+    @classmethod
+    def from_config(cls, config: Config) -> TurnLikelihood:
+        """The judge [turn] configures, from the models directory (raises TurnModelMissing naming the install
+        command). Blocking (~0.3 s to load)."""
+        turn = config.turn
+        return cls(turn_model_path(config.models_dir), complete_at=turn.words_complete_probability,
+                   incomplete_below=turn.words_incomplete_probability)
+
     def probability(self, text: str) -> float:
         """P(the message ends now | its words so far): the next token's mass on the end of the message and on
         sentence-final punctuation. Blocking (~65 ms on one core)."""
@@ -137,7 +151,7 @@ class TurnLikelihood:
         """The words' verdict (`words_verdict`); the model is not asked when the rules already hear them unfinished
         or there are no words."""
         rules = classify(text)
-        if rules is Completion.INCOMPLETE or not normalize(text):
+        if not asks_model(rules, text):
             return rules
         return words_verdict(rules, self.probability(text), self.complete_at, self.incomplete_below)
 
