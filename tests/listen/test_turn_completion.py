@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from voicecli.listen.turn_completion import Completion, TurnEndPolicy, classify
+from voicecli.listen.turn_completion import Completion, TurnEndPolicy, classify, heard_sentence_end
 
 
 @pytest.mark.parametrize("text", [
@@ -43,6 +43,13 @@ def test_unfinished_turns(text: str) -> None:
 @pytest.mark.parametrize("text", ["", "   ", "What is the capital of France", "hello there"])
 def test_undecided_turns(text: str) -> None:
     assert classify(text) is Completion.UNSURE
+
+
+def test_a_heard_sentence_end_is_a_final_stop_question_or_exclamation_mark_not_an_ellipsis() -> None:
+    assert heard_sentence_end("Which planet do we live on?") and heard_sentence_end(' "The answer is no." ')
+    assert heard_sentence_end("Stop!")
+    assert not heard_sentence_end("What is the capital of...") and not heard_sentence_end("So…")
+    assert not heard_sentence_end("what is the capital of") and not heard_sentence_end("")
 
 
 def test_policy_picks_the_hang_over_from_the_words() -> None:

@@ -22,7 +22,7 @@ from voicecli.listen.turn_likelihood import (
 
 
 def test_the_rules_unfinished_stands_and_the_probability_decides_the_rest() -> None:
-    assert words_verdict(Completion.INCOMPLETE, 0.9, 0.1, 0.03) is Completion.INCOMPLETE
+    assert words_verdict(Completion.INCOMPLETE, None, 0.1, 0.03) is Completion.INCOMPLETE  # not asked
     assert words_verdict(Completion.COMPLETE, 0.01, 0.1, 0.03) is Completion.INCOMPLETE  # Whisper's "." overruled
     assert words_verdict(Completion.UNSURE, 0.1, 0.1, 0.03) is Completion.COMPLETE  # at the threshold: finished
     assert words_verdict(Completion.COMPLETE, 0.05, 0.1, 0.03) is Completion.UNSURE
@@ -30,6 +30,16 @@ def test_the_rules_unfinished_stands_and_the_probability_decides_the_rest() -> N
     assert words_verdict(Completion.COMPLETE, None, 0.1, 0.03) is Completion.COMPLETE  # not asked: the rules stand
     assert asks_model(Completion.COMPLETE, "Remind me to call.") and asks_model(Completion.UNSURE, "play music")
     assert not asks_model(Completion.INCOMPLETE, "the capital of") and not asks_model(Completion.UNSURE, "...")
+    assert not asks_model(Completion.INCOMPLETE, "What is the capital of...")  # trailing off: the rules stand
+
+
+def test_an_unfinished_looking_last_word_yields_only_to_a_confident_model_when_the_end_was_heard() -> None:
+    """ "Which planet do we live on?" ends in a preposition: the rules hold it, the model may call it finished, but
+    never merely unsure."""
+    assert asks_model(Completion.INCOMPLETE, "Which planet do we live on?")
+    assert asks_model(Completion.INCOMPLETE, "I think the answer is no.")
+    assert words_verdict(Completion.INCOMPLETE, 0.6, 0.1, 0.03) is Completion.COMPLETE
+    assert words_verdict(Completion.INCOMPLETE, 0.05, 0.1, 0.03) is Completion.INCOMPLETE  # unsure: rules stand
 
 
 def test_the_words_are_read_without_case_or_punctuation_and_only_their_end() -> None:
@@ -84,4 +94,6 @@ def test_the_verdicts_of_the_real_model(likelihood: TurnLikelihood) -> None:
     assert likelihood.completion("Remind me to call.") is Completion.INCOMPLETE
     assert likelihood.completion("What is time plus?") is Completion.INCOMPLETE
     assert likelihood.completion("What is the capital of") is Completion.INCOMPLETE
+    assert likelihood.completion("What is the capital of?") is Completion.INCOMPLETE  # a "?" heard on a hesitation
+    assert likelihood.completion("Which planet do we live on?") is Completion.COMPLETE  # the rules wait 1.4 s here
     assert likelihood.completion("...") is Completion.UNSURE  # no words: nothing to judge

@@ -23,7 +23,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-__all__ = ["Completion", "TurnEndPolicy", "classify"]
+__all__ = ["Completion", "TurnEndPolicy", "classify", "heard_sentence_end"]
 
 
 class Completion(enum.Enum):
@@ -56,9 +56,20 @@ SHORT_FINISHED = frozenset({"yes", "no", "okay", "ok", "thanks", "hello", "hi", 
 _WORD = re.compile(r"[a-z0-9']+")
 
 
+def _tail(text: str) -> str:
+    """The transcript without surrounding space and closing quotes or brackets: where its punctuation is read."""
+    return text.strip().strip("\"')]}").rstrip()
+
+
+def heard_sentence_end(text: str) -> bool:
+    """Whether the transcript ends with ".", "?" or "!" (an ellipsis is a trailing-off, not an end)."""
+    stripped = _tail(text)
+    return stripped.endswith(("?", "!", ".")) and not stripped.endswith(("...", "…"))
+
+
 def classify(text: str) -> Completion:
     """Whether a (speculative) transcript sounds like a finished turn."""
-    stripped = text.strip().strip("\"')]}").rstrip()
+    stripped = _tail(text)
     words = _WORD.findall(stripped.lower())
     if not words:
         return Completion.UNSURE
