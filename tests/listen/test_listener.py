@@ -15,6 +15,7 @@ import pytest
 
 from tests.listen.test_endpointing import silence, speak
 from tests.listen.test_transcription import FakeDecoder
+from voicecli.config import Config
 from voicecli.listen.endpointing import Endpointer
 from voicecli.listen.listener import (
     BargeIn,
@@ -26,10 +27,12 @@ from voicecli.listen.listener import (
     PartialTranscript,
     SpokenDraft,
     SpokenTurn,
+    turn_words,
 )
 from voicecli.listen.microphone import AudioBlock
 from voicecli.listen.transcription import Transcriber, TurnTranscriber
 from voicecli.listen.turn_completion import Completion, TurnEndPolicy
+from voicecli.listen.turn_likelihood import TurnLikelihood
 
 
 def test_echo_gate() -> None:
@@ -163,6 +166,25 @@ async def test_with_prosody_the_hang_over_comes_from_the_words_and_the_voice(
     assert chosen == hold_ms
     assert prosody.heard and prosody.heard[0] > 16_000  # it heard the utterance
     assert hold_ms / 1000 - 0.05 <= waited < hold_ms / 1000 + 0.5, waited
+
+
+def test_without_smollm2_the_word_rules_judge_and_the_user_is_told_how_to_get_it(tmp_path: Path) -> None:
+    """turn.words = "smollm2" with no model installed still listens (a Bedrock user may never have fetched the
+    offline LLM): no judge, and one note naming the install command and the setting."""
+    config = Config.load(env={"VOICECLI_TURN__WORDS": "smollm2", "VOICECLI_MODELS__DIR": str(tmp_path)})
+    words, notes = turn_words(config)
+    assert words is None and len(notes) == 1
+    assert "word rules" in notes[0] and "voicecli models install --only smollm2" in notes[0]
+    assert 'turn.words = "rules"' in notes[0]
+    assert turn_words(Config.load(env={"VOICECLI_TURN__WORDS": "rules"})) == (None, ())
+
+
+@pytest.mark.slow
+def test_with_smollm2_installed_it_judges_the_words(models_dir: Path) -> None:
+    words, notes = turn_words(Config.load(env={"VOICECLI_TURN__WORDS": "smollm2",
+                                               "VOICECLI_MODELS__DIR": str(models_dir)}))
+    assert isinstance(words, TurnLikelihood) and notes == ()
+    words.close()
 
 
 class FixedWords:

@@ -153,6 +153,8 @@ class Headless:
         if isinstance(listener, VoiceOff):
             self.log(listener.reason)
             return None
+        for note in listener.notes:
+            self.log(note)
         self._listening = True
         self.log(f"listening on {listener.microphone.device_name} ({self.config.audio.input_mode})")
         return asyncio.create_task(listener.run())

@@ -155,12 +155,15 @@ class Listener:
         fused: TurnSettings | None = None,
         partial_ms: int = 0,
         words: TurnLikelihood | None = None,
+        notes: tuple[str, ...] = (),
     ) -> None:
         """`prosody` (with `fused`, its thresholds): also ask Smart Turn at each pause whether the voice sounds
         finished, and choose the hang-over from the text and the voice together (voicecli.listen.end_of_turn)
         instead of from the text alone. `partial_ms` (0: off): decode the growing utterance after every this much
         of it, when the Whisper worker is idle, and report PartialTranscripts. `words` (turn.words = "smollm2"):
-        the language model that judges whether the draft's words are finished, instead of the word rules."""
+        the language model that judges whether the draft's words are finished, instead of the word rules.
+        `notes`: what the user should know about how this listener listens (a configured judge it had to do
+        without), for the front end to show once."""
         self.microphone = microphone
         self.detector = detector
         self.transcriber = transcriber
@@ -170,6 +173,7 @@ class Listener:
         self.prosody = prosody
         self.fused = fused or TurnSettings()
         self.words = words
+        self.notes = notes
         self._speech_start: float | None = None
         self._draft_turn: int | None = None  # turn of the last SpokenDraft not yet withdrawn or confirmed
         self._last_level = 0.0
@@ -354,14 +358,22 @@ def open_listener(
     detector = make_detector(config.audio.input_mode, config.audio.vad_silence_ms,
                              config.audio.speculate_ms)
     prosody = SmartTurn(config.models_dir) if config.audio.prosody_turn_end else None
+    words, notes = turn_words(config)
     return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate, turn_end_policy(config),
-                    prosody, config.turn, config.audio.partial_ms, turn_words(config))
+                    prosody, config.turn, config.audio.partial_ms, words, notes)
 
 
-def turn_words(config: Config) -> TurnLikelihood | None:
-    """The language model that judges the draft's words (turn.words = "smollm2"), None for the word rules. Raises
-    TurnModelMissing (names the install command). Blocking (~0.3 s to load)."""
-    return TurnLikelihood.from_config(config) if config.turn.words == "smollm2" else None
+def turn_words(config: Config) -> tuple[TurnLikelihood | None, tuple[str, ...]]:
+    """The language model that judges the draft's words (turn.words = "smollm2"; None: the word rules), and what
+    the user should be told. Without the model (a Bedrock user who never installed the offline LLM, say) voice input
+    still works: the word rules judge instead, and the note says so and how to get the model. Blocking (~0.3 s)."""
+    if config.turn.words != "smollm2":
+        return None, ()
+    try:
+        return TurnLikelihood.from_config(config), ()
+    except TurnModelMissing as exc:
+        return None, (f"the end of each turn is judged by the word rules, which answer more people mid-sentence: "
+                      f"{exc}",)
 
 
 @dataclass(frozen=True)
@@ -396,7 +408,7 @@ async def open_gated_listener(
         return await asyncio.to_thread(gated)
     except NoMicrophoneError as exc:
         return VoiceOff(f"no microphone ({exc}): voice input is off, typing still works", error=False)
-    except (WhisperModelMissing, SmartTurnModelMissing, TurnModelMissing) as exc:
+    except (WhisperModelMissing, SmartTurnModelMissing) as exc:
         return VoiceOff(f"voice input is off: {exc}", error=True)
     except OSError as exc:  # a device that vanished or refused while opening
         return VoiceOff(f"voice input is off: the microphone could not be opened ({exc})", error=True)

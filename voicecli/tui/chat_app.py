@@ -182,6 +182,8 @@ class VoiceChatApp(App[int]):
         if isinstance(listener, VoiceOff):
             self.conversation.notice(listener.reason, error=listener.error)
             return
+        for note in listener.notes:
+            self.conversation.notice(note)
         self.listener = listener
         self.status.mic_level_db = -120.0
         self.run_worker(self.listener.run(), group="listener", exclusive=True)
