@@ -68,3 +68,17 @@ def test_a_missing_canceller_is_a_failure_that_names_the_fallback(monkeypatch: p
     monkeypatch.setattr(echo_cancel, "BINDING", "pywebrtc_audio_not_installed")
     check = doctor.check_echo(Config.load(env={}))
     assert check.ok is False and "level gate is used" in check.detail and "scripts/setup" in check.fix
+
+
+def test_the_turn_judge_in_use_is_reported(tmp_path: Path) -> None:
+    rules = doctor.check_turn_end(Config.load(env={"VOICECLI_TURN__WORDS": "rules"}))
+    assert rules.ok is None and "word rules" in rules.detail
+    missing = doctor.check_turn_end(Config.load(env={"VOICECLI_TURN__WORDS": "smollm2",
+                                                     "VOICECLI_MODELS__DIR": str(tmp_path)}))
+    assert missing.ok is False and "word rules judge instead" in missing.detail
+    assert "voicecli models install --only smollm2" in missing.fix
+    (tmp_path / "smollm2").mkdir()
+    (tmp_path / "smollm2" / "SmolLM2-135M-Instruct.Q4_1.gguf").write_bytes(b"GGUF")
+    there = doctor.check_turn_end(Config.load(env={"VOICECLI_TURN__WORDS": "smollm2",
+                                                   "VOICECLI_MODELS__DIR": str(tmp_path)}))
+    assert there.ok is True and "SmolLM2 judges the words" in there.detail

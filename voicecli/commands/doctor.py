@@ -194,11 +194,26 @@ def check_echo(config: Config) -> Check:
                  "reinstall with scripts/setup (it installs pywebrtc-audio), or set audio.echo = \"gate\"")
 
 
+def check_turn_end(config: Config) -> Check:
+    """Who judges whether the user's words are finished (turn.words), and whether that judge can run."""
+    from voicecli.listen.turn_likelihood import TurnModelMissing, turn_model_path
+
+    source = config.setting("turn.words").source
+    if config.turn.words == "rules":
+        return Check("end of turn", None, f"the word rules judge the words (turn.words = \"rules\", {source})")
+    try:
+        path = turn_model_path(config.models_dir)
+    except TurnModelMissing:
+        return Check("end of turn", False, "turn.words = \"smollm2\", but SmolLM2 is not installed: the word rules "
+                     "judge instead", "voicecli models install --only smollm2, or set turn.words = \"rules\"")
+    return Check("end of turn", True, f"SmolLM2 judges the words ({path}; turn.words = \"smollm2\", {source})")
+
+
 def run_checks(config: Config) -> list[Check]:
     steps: list[Callable[[], Check | list[Check]]] = [
         check_version, check_python, check_packages, lambda: check_audio(config), lambda: check_models(config),
         lambda: check_endpoint(config), lambda: check_exposure(config), lambda: check_aws(config),
-        check_sound_server, lambda: check_echo(config),
+        check_sound_server, lambda: check_echo(config), lambda: check_turn_end(config),
     ]
     checks: list[Check] = []
     for step in steps:

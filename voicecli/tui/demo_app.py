@@ -455,6 +455,8 @@ class RaceApp(App[int]):
         listener = await open_gated_listener(self.config, self.on_listen_event, lambda: screen.running, sink)
         if not self.is_running or isinstance(listener, VoiceOff):  # the demo is asked by keys without one
             return
+        for note in listener.notes:
+            self.notify(note, timeout=10)
         self.listener = listener
         self.run_worker(listener.run(), group="listener", exclusive=True)
 
