@@ -22,6 +22,7 @@ from voicecli.listen.endpointing import (
     PushToTalk,
     SileroVad,
     SpeechEnded,
+    SpeechOnset,
     SpeechPaused,
     SpeechStarted,
     SpeechStopped,
@@ -150,6 +151,30 @@ def test_blip_shorter_than_min_speech_is_ignored(prompt: tuple[Path, Audio], vad
         "SpeechPaused",
         "SpeechEnded",
     ]
+
+
+def test_an_onset_comes_before_the_start_and_for_a_blip_too(prompt: tuple[Path, Audio], vad: SileroVad) -> None:
+    """onset_ms (barge-in) of speech is reported before the turn's start (min_speech_ms), with the turn number the
+    start then carries; a blip that reaches onset_ms but not min_speech_ms gets the onset and nothing else."""
+    speech = prompt[1]
+    vad.reset()
+    events = run(Endpointer(min_speech_ms=250, onset_ms=100, vad=vad),
+                 np.concatenate([silence(1.0), speech, silence(1.5)]))
+    assert kinds(events)[:2] == ["SpeechOnset", "SpeechStarted"]
+    (onset_fed, onset), (started_fed, started) = events[:2]
+    assert isinstance(onset, SpeechOnset) and isinstance(started, SpeechStarted)
+    assert onset.turn == started.turn == 1
+    assert 0.1 * SPEECH_RATE <= started_fed - onset_fed <= 0.2 * SPEECH_RATE  # ~150 ms sooner
+    assert kinds(events).count("SpeechOnset") == 1  # not again inside the turn
+    first_loud, _ = loud_span(speech)
+    blip = speech[first_loud + 8000 : first_loud + 8000 + 2400]  # 150 ms
+    vad.reset()
+    assert kinds(run(Endpointer(min_speech_ms=250, onset_ms=64, vad=vad),
+                     np.concatenate([silence(1.0), blip, silence(1.5)]))) == ["SpeechOnset"]
+    for onset_ms in (0, 250, 400):  # off, or not shorter than a turn's start: no onsets
+        vad.reset()
+        assert "SpeechOnset" not in kinds(run(Endpointer(min_speech_ms=250, onset_ms=onset_ms, vad=vad),
+                                              np.concatenate([silence(1.0), speech, silence(1.5)])))
 
 
 def test_short_gap_is_one_turn_long_gap_is_two(prompt: tuple[Path, Audio], vad: SileroVad) -> None:

@@ -324,3 +324,27 @@ async def test_live_words_so_far_then_a_draft_decoded_from_the_stop(tmp_path: Pa
     assert told.index(partials[0]) < told.index(drafts[0])  # words were shown before the question ended
     assert spoken[0].text == drafts[0].text and "spider" in spoken[0].text.lower()
     assert turns.reused >= 2  # stop -> pause -> end: one decode
+
+
+async def test_a_barge_in_comes_at_the_onset_once_and_only_while_the_assistant_speaks() -> None:
+    """audio.barge_in_ms below a turn's start: the assistant is stopped at the onset (4 windows in, not 8), the turn
+    that follows starts as usual and is not a second barge-in; with the assistant quiet an onset is nothing."""
+    decoder = FakeDecoder()
+    events: list[ListenEvent] = []
+    speaking = [True]
+    gate = EchoGate(True, -60.0, lambda: speaking[0], lambda: -120.0)
+    endpointer = Endpointer(silence_ms=300, tail_ms=96, min_speech_ms=256, onset_ms=128,
+                            vad=LoudnessVad())  # type: ignore[arg-type]
+    listener = Listener(None, endpointer, TurnTranscriber(decoder), events.append, gate)  # type: ignore[arg-type]
+    clock = [1000.0]
+    speech = np.full(12 * 512, 0.1, dtype=np.float32)
+    await feed_windows(listener, silence(0.256), clock)
+    speech_from = clock[0]
+    await feed_windows(listener, speech, clock)
+    barge = [e for e in events if isinstance(e, BargeIn)]
+    assert len(barge) == 1 and barge[0].at == pytest.approx(speech_from + 4 * 0.032)
+    assert endpointer.in_speech  # the turn itself started, 4 windows later
+    await feed_windows(listener, silence(0.5), clock)
+    speaking[0] = False  # quiet: the next onset and start are an ordinary turn
+    await feed_windows(listener, speech, clock)
+    assert len([e for e in events if isinstance(e, BargeIn)]) == 1

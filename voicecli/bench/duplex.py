@@ -795,7 +795,8 @@ def build_result(name: str, samples: list[Sample], config: Config, plan: Plan, v
                   "interruption": voices.interruption.text, "interrupt_after_s": list(INTERRUPT_AFTER_S),
                   "user_voice_dbfs": round(voices.voice_db, 1), "assistant_voice_dbfs": round(voices.assistant_db, 1),
                   **calibration, "llm": llm_label(config), "stt_model": config.stt.model, "voice": config.tts.voice,
-                  "endpoint": target.url, "echo_margin_db": config.audio.echo_margin_db, "app_env": APP_ENV,
+                  "endpoint": target.url, "echo_margin_db": config.audio.echo_margin_db,
+                  "barge_in_ms": config.audio.barge_in_ms, "app_env": APP_ENV,
                   "app_defaults": {key: os.environ.get(key, value) for key, value in APP_DEFAULTS.items()},
                   "record_rate": RECORD_RATE, "audible_dbfs": AUDIBLE_DBFS},
         machine=machine, samples=samples)
@@ -868,7 +869,8 @@ def render_markdown(result: BenchResult) -> str:
         f"echo delays {', '.join(f'{d:g}' for d in settings['echo_delays_ms'])} ms, an app session each "
         f"(router's own latency {settings.get('router_own_latency_ms', '?')} ms{bursts_note(settings)}); "
         f"user voice {settings['user_voice_dbfs']} dBFS, "
-        f"assistant {settings['assistant_voice_dbfs']} dBFS.",
+        f"assistant {settings['assistant_voice_dbfs']} dBFS; barge-in after "
+        f"{settings.get('barge_in_ms', 250)} ms of speech (audio.barge_in_ms).",
         "",
         "| mode | echo over voice | answers | echo-only answers | false barge-ins | echo turns | barge-ins detected | "
         "of them in double talk | detect p50 / p95 ms | "

@@ -100,6 +100,16 @@ class SpeechStarted:
 
 
 @dataclass(frozen=True)
+class SpeechOnset:
+    """`onset_ms` of speech (less than min_speech_ms) before a turn may start: too little to start a turn on, early
+    enough to stop the assistant for (barge-in). `turn`: the number the turn will have if SpeechStarted follows; a
+    blip that stays below min_speech_ms is followed by nothing."""
+
+    at: float
+    turn: int
+
+
+@dataclass(frozen=True)
 class SpeechStopped:
     """The first window below the lower threshold after speech (``report_stops``): the earliest moment `audio` is
     the utterance as a SpeechPaused and a SpeechEnded would hand it over if no speech follows, so decoding can
@@ -150,7 +160,7 @@ class SpeechEnded:
     """As SpeechPaused.voiced (0 from push-to-talk, which has no pauses)."""
 
 
-TurnEvent = SpeechStarted | SpeechStopped | SpeechPaused | SpeechResumed | SpeechEnded
+TurnEvent = SpeechOnset | SpeechStarted | SpeechStopped | SpeechPaused | SpeechResumed | SpeechEnded
 
 
 class TurnDetector(Protocol):
@@ -184,6 +194,8 @@ class Endpointer:
     - `speculate`: also report SpeechPaused after `tail_ms` of silence (and SpeechResumed if speech returns).
     - `report_stops` (with `speculate`): also report SpeechStopped at the first silent window after speech, before
       the pause is sure: the transcriber starts there and the pause reuses that decode (voicecli.listen.transcription).
+    - `onset_ms` (below `min_speech_ms`; 0: off): also report SpeechOnset once that much speech has come between
+      turns, so a barge-in need not wait for a whole turn's start.
     """
 
     def __init__(
@@ -196,6 +208,7 @@ class Endpointer:
         tail_ms: int = 250,
         speculate: bool = True,
         report_stops: bool = False,
+        onset_ms: int = 0,
         max_utterance_ms: int = 30_000,
         vad: SileroVad | None = None,
     ) -> None:
@@ -207,6 +220,8 @@ class Endpointer:
         self.neg_threshold = max(threshold - 0.15, 0.01)
         self._silence_windows = max(1, _windows(silence_ms))
         self._min_speech_windows = max(1, _windows(min_speech_ms))
+        onset = _windows(onset_ms)
+        self._onset_windows = onset if onset < self._min_speech_windows else 0  # 0: no SpeechOnset
         self._tail_windows = _windows(tail_ms)
         self._max_windows = max(self._silence_windows + 1, _windows(max_utterance_ms))
         self._speculate = speculate
@@ -350,6 +365,8 @@ class Endpointer:
         self._candidate.append(window)
         if prob >= self.threshold:
             self._candidate_voiced += 1
+            if self._candidate_voiced == self._onset_windows:
+                events.append(SpeechOnset(at, self._turn + 1))
         if self._candidate_voiced >= self._min_speech_windows:
             self._turn += 1
             self._in_speech = True

@@ -33,13 +33,14 @@ import numpy as np
 
 from voicecli.audio.levels import rms_dbfs
 from voicecli.audio.rates import SPEECH_RATE
-from voicecli.config import Config, TurnSettings
+from voicecli.config import AudioSettings, Config, TurnSettings
 from voicecli.listen.echo_path import open_echo_path
 from voicecli.listen.end_of_turn import end_after_ms
 from voicecli.listen.endpointing import (
     Endpointer,
     PushToTalk,
     SpeechEnded,
+    SpeechOnset,
     SpeechPaused,
     SpeechResumed,
     SpeechStarted,
@@ -183,6 +184,7 @@ class Listener:
         self._partial_from = 0
         self._shown_from = 0.0  # start time of the decode behind the latest PartialTranscript (none older is shown)
         self._ended_turn = 0  # the last turn that ended: its words so far are moot
+        self._onset_barged = False  # this speech's SpeechOnset was a barge-in already: its start is not another
 
     async def run(self) -> None:
         self.microphone.start()
@@ -242,10 +244,16 @@ class Listener:
             self._spawn(self._words_so_far(future, detector.turn))
 
     def _event(self, event: TurnEvent) -> None:
+        if isinstance(event, SpeechOnset):  # audio.barge_in_ms of speech: enough to stop the assistant for
+            self._onset_barged = self.gate.is_speaking()
+            if self._onset_barged:
+                self._on_event(BargeIn(event.at))
+            return
         if isinstance(event, SpeechStarted):
             self._speech_start = event.at
-            if self.gate.is_speaking():
+            if self.gate.is_speaking() and not self._onset_barged:
                 self._on_event(BargeIn(event.at))
+            self._onset_barged = False
         if isinstance(event, SpeechResumed | SpeechStarted) and self._draft_turn is not None:
             self._on_event(DraftWithdrawn(self._draft_turn))
             self._draft_turn = None
@@ -328,11 +336,15 @@ class Listener:
                 self._on_event(HeardNothing(audio_s))
 
 
-def make_detector(input_mode: str, silence_ms: int, speculate_ms: int = 250) -> Endpointer | PushToTalk:
-    """The app's detector: with voice activity detection, drafts start at the first silent window (report_stops)."""
+def make_detector(input_mode: str, audio: AudioSettings) -> Endpointer | PushToTalk:
+    """The app's detector (`input_mode`: audio.input_mode, or the one the F2 key chose): with voice activity
+    detection, drafts start at the first silent window (report_stops), and audio.barge_in_ms of speech, shorter
+    than a turn's start, is reported as a SpeechOnset for barge-in."""
     if input_mode == "push_to_talk":
         return PushToTalk()
-    return Endpointer(silence_ms=silence_ms, tail_ms=min(speculate_ms, silence_ms - 1), report_stops=True)
+    silence_ms = audio.vad_silence_ms
+    return Endpointer(silence_ms=silence_ms, tail_ms=min(audio.speculate_ms, silence_ms - 1), report_stops=True,
+                      onset_ms=audio.barge_in_ms)
 
 
 def turn_end_policy(config: Config) -> TurnEndPolicy:
@@ -355,8 +367,7 @@ def open_listener(
     microphone = Microphone(int(wanted) if wanted.isdigit() else (wanted or None))
     transcriber = transcriber_from_config(config)
     transcriber.warm_up()
-    detector = make_detector(config.audio.input_mode, config.audio.vad_silence_ms,
-                             config.audio.speculate_ms)
+    detector = make_detector(config.audio.input_mode, config.audio)
     prosody = SmartTurn(config.models_dir) if config.audio.prosody_turn_end else None
     words, notes = turn_words(config)
     return Listener(microphone, detector, TurnTranscriber(transcriber), on_event, gate, turn_end_policy(config),

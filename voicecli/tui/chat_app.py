@@ -310,8 +310,7 @@ class VoiceChatApp(App[int]):
 
         self.status.input_mode = "push_to_talk" if self.status.input_mode == "vad" else "vad"
         if self.listener is not None:
-            detector = make_detector(self.status.input_mode, self.config.audio.vad_silence_ms,
-                                     self.config.audio.speculate_ms)
+            detector = make_detector(self.status.input_mode, self.config.audio)
             self.listener.use_detector(detector)
         self.notify(f"turn taking: {self.status.input_mode.replace('_', '-')}")
 
