@@ -416,10 +416,10 @@ class TurnSettings:
     """Prosody at or above this counts as "sounds finished" (Pipecat ends the turn at 0.5)."""
     incomplete_probability: float = 0.02
     """Prosody below this counts as "sounds unfinished"."""
-    words: str = "rules"
-    """Who says whether the draft's words are finished, for the text rule and the fused detector alike: "rules"
-    (voicecli.listen.turn_completion) or "smollm2" (the local SmolLM2's probability that the message ends there,
-    voicecli.listen.turn_likelihood, the rules' "unfinished" kept)."""
+    words: str = "smollm2"
+    """Who says whether the draft's words are finished, for the text rule and the fused detector alike: "smollm2"
+    (the local SmolLM2's probability that the message ends there, voicecli.listen.turn_likelihood, the rules'
+    "unfinished" kept; the rules judge when it is not installed) or "rules" (voicecli.listen.turn_completion)."""
     words_complete_probability: float = 0.1
     """With words = "smollm2": at or above this the words are finished."""
     words_incomplete_probability: float = 0.03

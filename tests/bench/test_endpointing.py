@@ -115,11 +115,15 @@ def test_the_lm_detector_judges_the_words_by_their_likelihood_and_keeps_the_rule
     # a voice in between (0.05) on the punctuated hesitation: the rules' "complete" alone ends it at 600 ms
     fused = {"agree_ms": 200, "one_signal_ms": 600, "undecided_ms": 1000, "hold_ms": 1600, "max_ms": 2000,
              "complete_probability": 0.5, "incomplete_probability": 0.01}
-    by_rules = evaluate(events, "fused", fused)
+    by_rules = evaluate(events, "fused", {**fused, "words": "rules"})
     by_lm = evaluate(events, "fused", {**fused, "words": "smollm2", "words_complete_probability": 0.1,
                                        "words_incomplete_probability": 0.03})
-    assert TurnSettings().words == "rules" and (by_rules.cutoffs, by_rules.wait_p50_ms) == (1, 400)
+    assert (by_rules.cutoffs, by_rules.wait_p50_ms) == (1, 400)
     assert (by_lm.cutoffs, by_lm.wait_p50_ms) == (0, 400)  # held: the words are unlikely to end there (0.01)
+    # SmolLM2 judges by default (settled by the holdout A/B of bench turns, README): the default is the lm case
+    default = evaluate(events, "fused", {**fused, "words_complete_probability": 0.1,
+                                         "words_incomplete_probability": 0.03})
+    assert TurnSettings().words == "smollm2" and (default.cutoffs, default.wait_p50_ms) == (0, 400)
 
 
 def test_parse_detectors() -> None:
