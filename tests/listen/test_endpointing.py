@@ -391,3 +391,55 @@ def test_the_utterance_so_far_grows_with_the_speech(prompt: tuple[Path, Audio], 
             seen.append(len(so_far))
     assert len(seen) > 20 and seen == sorted(seen)
     assert not endpointer.speaking and endpointer.utterance_samples == 0 and len(endpointer.utterance()) == 0
+
+
+class ScriptedVad(SileroVad):
+    """Speech probabilities from a script, one per window, and the window index of every reset: the endpointer's
+    own rules without the model."""
+
+    def __init__(self, probabilities: Sequence[float]) -> None:
+        self.probabilities = list(probabilities)
+        self.fed = 0
+        self.resets: list[int] = []
+
+    def reset(self) -> None:
+        self.resets.append(self.fed)
+
+    def __call__(self, window: Audio) -> float:
+        self.fed += 1
+        return self.probabilities[self.fed - 1]
+
+
+def test_the_vad_state_starts_afresh_after_a_second_without_speech_between_turns() -> None:
+    """Between turns, every vad_reset_ms of windows below the lower threshold resets Silero's state (it drifts over
+    long streams); a candidate onset or a turn in progress restarts the count, and inside a turn (a pause included)
+    it is never reset."""
+    script = [0.0] * 70 + [0.9] * 3 + [0.0] * 20 + [0.9] * 20 + [0.0] * 15 + [0.9] * 10 + [0.0] * 80
+    audio = silence(len(script) * WINDOW / SPEECH_RATE)
+    vad = ScriptedVad(script)
+    events = run(Endpointer(silence_ms=700, min_speech_ms=250, vad_reset_ms=1000, vad=vad), audio)
+    assert [(fed // WINDOW, type(e).__name__) for fed, e in events] == [
+        (101, "SpeechStarted"), (121, "SpeechPaused"), (129, "SpeechResumed"), (146, "SpeechPaused"),
+        (160, "SpeechEnded")]
+    # 32 windows (1.02 s) of quiet each time: twice in the lead-in; the blip at 70-72 restarts the count and the
+    # turn starts 20 windows later; none inside the turn, its pauses included; then 32 windows after its end
+    assert vad.resets == [32, 64, 160 + 32]
+    off = ScriptedVad(script)
+    run(Endpointer(silence_ms=700, min_speech_ms=250, vad_reset_ms=0, vad=off), audio)
+    assert off.resets == []
+
+
+def test_words_over_an_echo_cancelled_answer_start_a_barge_in() -> None:
+    """A recording from `voicecli bench duplex` (2026-12-04, aec, echo 40 ms at +0 dB): the echo canceller's output
+    over a whole app session, 40.8 s: a question, a 25 s answer's cancelled echo, the next question, and 2.2 s into
+    the second answer the user's "Wait, stop." (39.26-40.35 s), which the canceller let through at -15 to -25 dBFS.
+    Fed without resets of Silero's state (vad_reset_ms=0) the words scored 0.1-0.6 and made no onset (measured when
+    the fixture was cut; in the app 6 of 7 barge-ins over an answer were missed so); with the default, the onset
+    comes ~130 ms into "Wait,"."""
+    import soundfile
+
+    path = Path(__file__).parent / "data" / "aec-output-wait-stop.flac"
+    audio = np.asarray(soundfile.read(str(path), dtype="float32")[0], dtype=np.float32)
+    events = run(Endpointer(report_stops=True, onset_ms=150, vad=SileroVad()), audio, block=480)
+    onsets = [fed / SPEECH_RATE for fed, e in events if isinstance(e, SpeechOnset)]
+    assert any(39.2 <= at <= 40.4 for at in onsets), onsets

@@ -6,6 +6,14 @@ faster-whisper's own wrapper resets the recurrent state on every call (it is bui
 session is run one 512-sample window at a time, carrying the LSTM state and the 64-sample context between windows.
 That gives exactly the probabilities of the batched call, but live.
 
+Why the state is dropped after a second without speech between turns (`vad_reset_ms`): carried for minutes, the
+LSTM state drifts into one that scores real speech near zero, a known trait of Silero in endless streams (its issue
+#725; Pipecat resets every 5 s). Measured in `voicecli bench duplex`: after an answer's echo-cancelled residual, the
+user's "Wait, stop." over the next answer came out of the canceller at -15 to -25 dBFS and scored 0.00-0.07 (0 of
+~20 windows at the 0.5 threshold; 6 of 7 such barge-ins missed in the 2026-12-04 run), the same audio 0.6-0.8 from a
+fresh state. Between turns nothing is lost by a reset (no speech is being tracked) and a fresh state is where Silero
+starts every file; inside a turn it is never reset, so pauses and hesitations are judged as before.
+
 Events carry the monotonic time of the block in which they were detected, so they can be placed on the same clock
 as the rest of the turn's latency marks.
 
@@ -41,6 +49,12 @@ WINDOW = 512
 """Samples per VAD window: the only size Silero v5/v6 accepts at 16 kHz (32 ms)."""
 _CONTEXT = 64
 _WINDOW_MS = WINDOW * 1000 / SPEECH_RATE
+
+VAD_RESET_MS = 1000
+"""Audio without speech between turns after which Silero's state starts afresh (see the module docstring). Why 1 s:
+on the bench duplex recording, resets after 0.5 / 1 / 2 s of non-speech kept 11 / 18 / 18 of the windows a fresh state
+finds in the user's words over an answer (none without resets); the shorter, the likelier a reset lands just before
+speech starts, where the state's first windows score lower."""
 
 Audio = NDArray[np.float32]
 
@@ -196,6 +210,8 @@ class Endpointer:
       the pause is sure: the transcriber starts there and the pause reuses that decode (voicecli.listen.transcription).
     - `onset_ms` (below `min_speech_ms`; 0: off): also report SpeechOnset once that much speech has come between
       turns, so a barge-in need not wait for a whole turn's start.
+    - `vad_reset_ms` (0: never): between turns, start Silero's state afresh after this much audio without speech
+      (every window below the lower threshold; see the module docstring).
     """
 
     def __init__(
@@ -209,6 +225,7 @@ class Endpointer:
         speculate: bool = True,
         report_stops: bool = False,
         onset_ms: int = 0,
+        vad_reset_ms: int = VAD_RESET_MS,
         max_utterance_ms: int = 30_000,
         vad: SileroVad | None = None,
     ) -> None:
@@ -223,6 +240,8 @@ class Endpointer:
         onset = _windows(onset_ms)
         self._onset_windows = onset if onset < self._min_speech_windows else 0  # 0: no SpeechOnset
         self._tail_windows = _windows(tail_ms)
+        self._reset_windows = _windows(vad_reset_ms)  # 0: never
+        self._quiet_windows = 0  # consecutive windows without speech between turns (for vad_reset_ms)
         self._max_windows = max(self._silence_windows + 1, _windows(max_utterance_ms))
         self._speculate = speculate
         self._report_stops = speculate and report_stops
@@ -295,6 +314,7 @@ class Endpointer:
     def reset(self) -> None:
         """Drop any turn in progress and the VAD state (e.g. after the microphone was reopened)."""
         self._vad.reset()
+        self._quiet_windows = 0
         self._pre_roll.clear()
         self._pending = np.zeros(0, dtype=np.float32)
         self._speech_probability = 0.0
@@ -353,6 +373,10 @@ class Endpointer:
             self._finish_turn()
 
     def _step_idle(self, window: Audio, prob: float, at: float, events: list[TurnEvent]) -> None:
+        self._quiet_windows = self._quiet_windows + 1 if prob < self.neg_threshold and not self._candidate else 0
+        if self._reset_windows and self._quiet_windows >= self._reset_windows:
+            self._vad.reset()  # the state drifts over long streams (see the module docstring)
+            self._quiet_windows = 0
         if not self._candidate and prob < self.threshold:
             self._pre_roll.append(window)
             return
