@@ -22,14 +22,19 @@ from voicecli.bench.duplex import (
     DuplexTurn,
     Kind,
     Plan,
+    Session,
+    Timing,
     Voices,
     active_dbfs,
     check_history,
     kind_of,
+    load_session,
     mode_env,
     played_prefix,
     render_markdown,
+    save_session,
     sort_barge_ins,
+    span_erle,
     summary_by_mode,
 )
 from voicecli.bench.echo_path import EchoRouter
@@ -212,6 +217,25 @@ def test_each_echo_delay_is_an_app_session_of_its_own(monkeypatch: pytest.Monkey
     assert [t.delay_ms for t in turns] == [40.0] * 4 + [80.0] * 4 + [120.0] * 4
 
 
+def test_a_kept_session_loads_back_as_it_was_with_its_echo_only_spans(tmp_path: Path) -> None:
+    """--keep-audio: what the replay reads is what the run measured (samples, clock mapping, which answers count);
+    an interrupted or runaway answer is no ERLE span."""
+    rng = np.random.default_rng(1)
+    mic, speaker = rng.normal(0, 0.1, 48_000).astype(np.float32), rng.normal(0, 0.1, 40_000).astype(np.float32)
+    timing = Timing.from_arrays(np.array([0.0, 16_000.0, 32_000.0]), np.array([5.0, 6.0, 7.001]))
+    echo, interrupted, runaway = (DuplexTurn("aec", 0.0, 40.0, n, kind_of(n), QUESTION, 0.0) for n in range(3))
+    echo.echo_frames, interrupted.echo_frames, runaway.echo_frames = (100, 20_000), (20_000, 30_000), (30_000, 47_000)
+    runaway.runaway = True
+    save_session(tmp_path / "kept" / "aec-40ms.npz", Session(mic, timing, speaker, timing),
+                 [echo, interrupted, runaway])
+    loaded, spans = load_session(tmp_path / "kept" / "aec-40ms.npz")
+    assert np.array_equal(loaded.mic, mic) and np.array_equal(loaded.speaker, speaker)
+    assert loaded.mic_timing.time(24_000) == pytest.approx(6.5005) and loaded.speaker_timing.frame(6.0) == 16_000
+    assert spans == [(100, 20_000)]
+    assert span_erle(mic, mic * 0.01, spans[0]) == pytest.approx(40.0)
+    assert span_erle(mic, mic, (0, 7_000)) is None  # under half a second: no figure
+
+
 def test_no_answer_means_no_answers_counted_and_no_interruption_claimed() -> None:
     turn = DuplexTurn("gate", 6.0, 80.0, 1, "interrupted", QUESTION, played_at=100.0)
     turn.speech_start, turn.speech_end = 104.3, 105.0
@@ -243,7 +267,8 @@ def test_duplex_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
     complete for every mode, and the echo path really carried each answer into the microphone (found there by
     cross-correlation at about the delay asked for, at about the level asked for)."""
     bench(server, tmp_path, "duplex", "--modes", "aec,gate,off", "--turns", "2", "--echo-gains", "6",
-          "--delay-ms", "80", env={"VOICECLI_LLM__BACKEND": "local", "VOICECLI_LLM__MAX_TOKENS": "48"},
+          "--delay-ms", "80", "--keep-audio", str(tmp_path / "kept"),
+          env={"VOICECLI_LLM__BACKEND": "local", "VOICECLI_LLM__MAX_TOKENS": "48"},
           timeout=1500)
     data, markdown = outputs(tmp_path, "duplex", [])
     modes = data["settings"]["modes"]
@@ -264,4 +289,13 @@ def test_duplex_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
     if "aec" in modes:
         erle = data["summary_by_mode"]["aec"]["erle_db"]
         assert erle is None or (math.isfinite(erle) and erle > 0)
+        # the kept recordings replay to the run's own figures (scripts/duplex_replay.py measures changes on them)
+        session, spans = load_session(tmp_path / "kept" / "aec-80ms.npz")
+        cancelled = duplex.cancelled_capture(session)
+        assert cancelled is not None
+        measured = [s["detail"]["erle_db"] for s in data["samples"]
+                    if s["variant"] == "aec" and s["detail"]["erle_db"] is not None]
+        replayed = [erle for span in spans if (erle := span_erle(session.mic, cancelled, span)) is not None]
+        assert replayed == pytest.approx(measured, abs=0.01)
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == [f"{m}-80ms.npz" for m in sorted(modes)]
     assert "| gate | all |" in markdown and "false barge-ins" in markdown

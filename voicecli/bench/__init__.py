@@ -240,5 +240,8 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                         help=f"the echo's delays after the speaker, an app session each (default {DUPLEX_DELAY_MS}; "
                         "the echo path's own ~30 ms is the least it can do)")
     duplex.add_argument("--seed", type=int, default=0, help="seed of the room and of the interruption times")
+    duplex.add_argument("--keep-audio", default=None, metavar="DIR",
+                        help="save each app session's microphone and speaker recordings to DIR (one .npz each, ~3 MB "
+                        "a minute) to replay the echo canceller on them offline: scripts/duplex_replay.py")
     _outputs(duplex)
     duplex.set_defaults(handler=_run_duplex)

@@ -555,9 +555,17 @@ class Timing:
     """A finished recording's frame <-> time.monotonic() mapping, vectorised: Recorder.time_of_frame taken once a
     second and interpolated between (its error is ~10 ms anyway, and a block-by-block call would cost seconds)."""
 
-    def __init__(self, recorder: Recorder, frames: int) -> None:
+    def __init__(self, recorder: Recorder | None, frames: int) -> None:
         self.frames = np.arange(0, max(frames, 1) + RECORD_RATE, RECORD_RATE, dtype=np.float64)
-        self.times = np.array([recorder.time_of_frame(f) for f in self.frames])
+        self.times = np.array([recorder.time_of_frame(f) for f in self.frames]) if recorder is not None else \
+            np.zeros(0)
+
+    @classmethod
+    def from_arrays(cls, frames: NDArray[np.float64], times: NDArray[np.float64]) -> Timing:
+        """A mapping saved earlier (`save_session`)."""
+        timing = cls(None, 0)
+        timing.frames, timing.times = np.asarray(frames, np.float64), np.asarray(times, np.float64)
+        return timing
 
     def time(self, frame: float) -> float:
         return float(np.interp(frame, self.frames, self.times))
@@ -566,8 +574,7 @@ class Timing:
         return float(np.interp(when, self.times, self.frames))
 
 
-def cancelled_capture(mic: NDArray[np.float32], mic_timing: Timing, speaker: NDArray[np.float32],
-                      speaker_timing: Timing) -> NDArray[np.float32] | None:
+def cancelled_capture(session: Session) -> NDArray[np.float32] | None:
     """The microphone recording as the app's echo canceller cleans it: the project's EchoCanceller fed with the
     speaker's recording as its far-end reference (each block at the time the speaker played it), the microphone in
     the app's 32 ms blocks at the times they were heard; one canceller over the whole mode, as the app runs one.
@@ -575,6 +582,7 @@ def cancelled_capture(mic: NDArray[np.float32], mic_timing: Timing, speaker: NDA
     from voicecli.audio.echo_cancel import EchoCanceller, EchoCancellerUnavailable
     from voicecli.audio.far_end import FarEndReference
 
+    mic, mic_timing, speaker, speaker_timing = session.mic, session.mic_timing, session.speaker, session.speaker_timing
     reference = FarEndReference()
     try:
         canceller = EchoCanceller(reference)
@@ -597,15 +605,17 @@ def cancelled_capture(mic: NDArray[np.float32], mic_timing: Timing, speaker: NDA
 
 def measure_erle(turns: Sequence[DuplexTurn], mic: NDArray[np.float32], cancelled: NDArray[np.float32]) -> None:
     """Each echo-only answer's ERLE: the microphone's level over the canceller's output on its frames."""
+    for turn in turns:
+        if turn.kind == "echo_only" and turn.echo_frames is not None and not turn.runaway:
+            turn.erle_db = span_erle(mic, cancelled, turn.echo_frames)
+
+
+def span_erle(mic: NDArray[np.float32], cancelled: NDArray[np.float32], span: tuple[int, int]) -> float | None:
+    """ERLE over one answer's frames of the microphone recording (None: under half a second of it)."""
     from voicecli.audio.echo_cancel import erle_db
 
-    for turn in turns:
-        if turn.kind != "echo_only" or turn.echo_frames is None or turn.runaway:
-            continue
-        first, last = turn.echo_frames
-        last = min(last, len(cancelled))
-        if last - first > RECORD_RATE // 2:
-            turn.erle_db = erle_db(mic[first:last], cancelled[first:last])
+    first, last = span[0], min(span[1], len(cancelled))
+    return erle_db(mic[first:last], cancelled[first:last]) if last - first > RECORD_RATE // 2 else None
 
 
 @dataclass(frozen=True)
@@ -618,6 +628,8 @@ class Plan:
     delays_ms: tuple[float, ...]
     turns: int
     seed: int = 0
+    keep_audio: Path | None = None
+    """Where to save each session's recordings (`save_session`), for replaying the canceller offline; None: not."""
 
 
 @dataclass(frozen=True)
@@ -698,13 +710,52 @@ def run_session(pulse: PrivatePulse, router: EchoRouter, command: list[str], env
             mic, speaker = runner.close()
     finally:
         app.stop()
+    session = Session(mic, Timing(runner.mic, len(mic)), speaker, Timing(runner.speaker, len(speaker)))
+    if plan.keep_audio is not None:
+        save_session(plan.keep_audio / f"{mode}-{delay_ms:g}ms.npz", session, done)
     if mode == "aec":
         if bar is not None:
             bar.describe(f"{mode}, echo {delay_ms:g} ms: the canceller over the recordings (ERLE)")
-        cancelled = cancelled_capture(mic, Timing(runner.mic, len(mic)), speaker, Timing(runner.speaker, len(speaker)))
+        cancelled = cancelled_capture(session)
         if cancelled is not None:
             measure_erle(done, mic, cancelled)
     return done
+
+
+@dataclass(frozen=True)
+class Session:
+    """One app session's two recordings, each with its frame <-> monotonic time mapping: what the canceller is fed
+    offline (`cancelled_capture`), in the run or replayed from a saved file (`load_session`)."""
+
+    mic: NDArray[np.float32]
+    mic_timing: Timing
+    speaker: NDArray[np.float32]
+    speaker_timing: Timing
+
+
+def save_session(path: Path, session: Session, turns: Sequence[DuplexTurn]) -> None:
+    """The session's recordings, their timings and its echo-only answers' spans in the microphone recording, in
+    one .npz (the float32 samples as recorded, ~3 MB a minute): `voicecli bench duplex --keep-audio DIR` keeps them
+    so that a change to the canceller can be measured on the very same audio (scripts/duplex_replay.py) instead of
+    a new, noisier run."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    spans = [t.echo_frames for t in turns if t.kind == "echo_only" and t.echo_frames is not None and not t.runaway]
+    np.savez_compressed(
+        path, mic=session.mic, speaker=session.speaker,
+        mic_frames=session.mic_timing.frames, mic_times=session.mic_timing.times,
+        speaker_frames=session.speaker_timing.frames, speaker_times=session.speaker_timing.times,
+        echo_only_frames=np.array(spans, dtype=np.int64).reshape(-1, 2))
+
+
+def load_session(path: Path) -> tuple[Session, list[tuple[int, int]]]:
+    """A session `save_session` wrote, and its echo-only answers' spans (microphone frames)."""
+    with np.load(path) as saved:
+        session = Session(saved["mic"].astype(np.float32),
+                          Timing.from_arrays(saved["mic_frames"], saved["mic_times"]),
+                          saved["speaker"].astype(np.float32),
+                          Timing.from_arrays(saved["speaker_frames"], saved["speaker_times"]))
+        spans = [(int(a), int(b)) for a, b in saved["echo_only_frames"]]
+    return session, spans
 
 
 def transcribe_played(turns: Sequence[DuplexTurn], config: Config) -> None:
@@ -915,7 +966,8 @@ def parse_plan(args: argparse.Namespace) -> Plan:
     if not modes or unknown:
         raise UserError(f"--modes takes a comma list of {', '.join(MODES)}, not {args.modes!r}")
     return Plan(tuple(dict.fromkeys(modes)), tuple(parse_numbers(args.echo_gains, "--echo-gains", -30, 20)),
-                tuple(parse_numbers(args.delay_ms, "--delay-ms", 0, 500)), args.turns, args.seed)
+                tuple(parse_numbers(args.delay_ms, "--delay-ms", 0, 500)), args.turns, args.seed,
+                Path(args.keep_audio) if getattr(args, "keep_audio", None) else None)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
