@@ -8,11 +8,13 @@ That gives exactly the probabilities of the batched call, but live.
 
 Why the state is dropped after a second without speech between turns (`vad_reset_ms`): carried for minutes, the
 LSTM state drifts into one that scores real speech near zero, a known trait of Silero in endless streams (its issue
-#725; Pipecat resets every 5 s). Measured in `voicecli bench duplex`: after an answer's echo-cancelled residual, the
-user's "Wait, stop." over the next answer came out of the canceller at -15 to -25 dBFS and scored 0.00-0.07 (0 of
-~20 windows at the 0.5 threshold; 6 of 7 such barge-ins missed in the 2026-12-04 run), the same audio 0.6-0.8 from a
-fresh state. Between turns nothing is lost by a reset (no speech is being tracked) and a fresh state is where Silero
-starts every file; inside a turn it is never reset, so pauses and hesitations are judged as before.
+#725; Pipecat resets every 5 s). Measured on a recording of `voicecli bench duplex`: after an answer's echo-cancelled
+residual, the user's "Wait, stop." over the next answer came out of the canceller at -15 to -25 dBFS and scored
+0.00-0.07 (0 of ~20 windows at the 0.5 threshold), the same audio 0.6-0.8 from a fresh state. Between turns nothing
+is lost by a reset (no speech is being tracked) and a fresh state is where Silero starts every file; inside a turn it
+is never reset, so pauses and hesitations are judged as before. What the reset does not fix: a user talking over the
+answer's echo for half their words or more is still rarely heard (bench duplex after it: 1 of 9), because AEC3's
+suppressor holds their voice down (voicecli.audio.echo_cancel).
 
 Events carry the monotonic time of the block in which they were detected, so they can be placed on the same clock
 as the rest of the turn's latency marks.
