@@ -75,18 +75,25 @@ def test_echo_removed_and_near_end_kept(delay_ms: int, echo_db: float) -> None:
     assert canceller.trusted and canceller.stats.clear_estimates >= 1
 
 
+def two_answers(first_delay_s: float, second_delay_s: float) -> tuple[Mixture, int]:
+    """Two answers with a second of silence after each, the echo's delay changing between them; and where the
+    second starts."""
+    gap = np.zeros(SPEECH_RATE, np.float32)
+    first = mixture(np.concatenate([speech("q01.wav", "q03.wav"), gap]), None, first_delay_s, 6.0)
+    second = mixture(np.concatenate([speech("q05.wav", "q07.wav"), gap]), None, second_delay_s, 6.0)
+    both = Mixture(np.concatenate([first.far, second.far]), np.concatenate([first.capture, second.capture]),
+                   np.zeros(len(first.far) + len(second.far), np.float32), slice(0, 0))
+    return both, len(first.far)
+
+
 def test_a_shorter_echo_delay_is_followed_within_the_answer() -> None:
     """The echo path's delay falls by 80 ms between two answers (a stream restarted, a sound server that caught up):
     AEC3 alone leaked the second answer's echo for ~3 s (8-9 dB ERLE over it); the canceller follows the change once
     two estimates agree, without restarting AEC3, so from 1 s into the answer the echo is gone again."""
-    gap = np.zeros(SPEECH_RATE, np.float32)
-    first = mixture(np.concatenate([speech("q01.wav", "q03.wav"), gap]), None, 0.14, 6.0)
-    second = mixture(np.concatenate([speech("q05.wav", "q07.wav"), gap]), None, 0.06, 6.0)
-    both = Mixture(np.concatenate([first.far, second.far]), np.concatenate([first.capture, second.capture]),
-                   np.zeros(len(first.far) + len(second.far), np.float32), slice(0, 0))
+    both, second_at = two_answers(0.14, 0.06)
     out, canceller = run(both)
-    start = len(first.far) + SPEECH_RATE  # 1 s into the second answer
-    end = len(both.far) - len(gap)
+    start = second_at + SPEECH_RATE  # 1 s into the second answer
+    end = len(both.far) - SPEECH_RATE
     erle = erle_db(both.capture[start:end], out[start:end])
     assert erle >= 25.0, f"ERLE {erle:.1f} dB"
     delay = canceller.delay_s
@@ -98,15 +105,11 @@ def test_a_change_of_a_few_ms_is_left_to_aec3() -> None:
     """The echo comes 4 ms later from the second answer on (a sound server's jitter): under FOLLOW_MIN_S, so the
     reference is not shifted (each shift makes AEC3 re-find its alignment; following every change of 2 ms and more
     cost 2-5 dB of median ERLE per answer on the recordings of three bench duplex runs), and AEC3 cancels on."""
-    gap = np.zeros(SPEECH_RATE, np.float32)
-    first = mixture(np.concatenate([speech("q01.wav", "q03.wav"), gap]), None, 0.08, 6.0)
-    second = mixture(np.concatenate([speech("q05.wav", "q07.wav"), gap]), None, 0.084, 6.0)
-    both = Mixture(np.concatenate([first.far, second.far]), np.concatenate([first.capture, second.capture]),
-                   np.zeros(len(first.far) + len(second.far), np.float32), slice(0, 0))
+    both, second_at = two_answers(0.08, 0.084)
     out, canceller = run(both)
     assert canceller._shift == 0  # never shifted: the first estimate is inside AEC3's range, the change under 6 ms
-    start = len(first.far) + SPEECH_RATE // 2
-    end = len(both.far) - len(gap)
+    start = second_at + SPEECH_RATE // 2
+    end = len(both.far) - SPEECH_RATE
     erle = erle_db(both.capture[start:end], out[start:end])
     assert erle >= 25.0, f"ERLE {erle:.1f} dB"
 
