@@ -222,7 +222,7 @@ def test_a_kept_session_loads_back_as_it_was_with_its_echo_only_spans(tmp_path: 
     an interrupted or runaway answer is no ERLE span."""
     rng = np.random.default_rng(1)
     mic, speaker = rng.normal(0, 0.1, 48_000).astype(np.float32), rng.normal(0, 0.1, 40_000).astype(np.float32)
-    timing = Timing.from_arrays(np.array([0.0, 16_000.0, 32_000.0]), np.array([5.0, 6.0, 7.001]))
+    timing = Timing(np.array([0.0, 16_000.0, 32_000.0]), np.array([5.0, 6.0, 7.001]))
     echo, interrupted, runaway = (DuplexTurn("aec", 0.0, 40.0, n, kind_of(n), QUESTION, 0.0) for n in range(3))
     echo.echo_frames, interrupted.echo_frames, runaway.echo_frames = (100, 20_000), (20_000, 30_000), (30_000, 47_000)
     runaway.runaway = True

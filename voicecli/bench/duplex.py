@@ -259,6 +259,11 @@ class DuplexTurn:
     """The microphone recording's frames of an echo-only answer (for ERLE)."""
     erle_db: float | None = None
 
+    @property
+    def erle_frames(self) -> tuple[int, int] | None:
+        """The frames ERLE is measured on: an echo-only answer's, unless it ran away (muted) or was not found."""
+        return self.echo_frames if self.kind == "echo_only" and not self.runaway else None
+
     def take(self, line: str, at: float) -> None:
         self.last_line_at = at
         turn = read_line(line)
@@ -551,21 +556,19 @@ class DuplexRunner:
         turn.played_audio = self.speaker.samples(answer_first, stop)
 
 
+@dataclass(frozen=True)
 class Timing:
     """A finished recording's frame <-> time.monotonic() mapping, vectorised: Recorder.time_of_frame taken once a
     second and interpolated between (its error is ~10 ms anyway, and a block-by-block call would cost seconds)."""
 
-    def __init__(self, recorder: Recorder | None, frames: int) -> None:
-        self.frames = np.arange(0, max(frames, 1) + RECORD_RATE, RECORD_RATE, dtype=np.float64)
-        self.times = np.array([recorder.time_of_frame(f) for f in self.frames]) if recorder is not None else \
-            np.zeros(0)
+    frames: NDArray[np.float64]
+    times: NDArray[np.float64]
 
     @classmethod
-    def from_arrays(cls, frames: NDArray[np.float64], times: NDArray[np.float64]) -> Timing:
-        """A mapping saved earlier (`save_session`)."""
-        timing = cls(None, 0)
-        timing.frames, timing.times = np.asarray(frames, np.float64), np.asarray(times, np.float64)
-        return timing
+    def of(cls, recorder: Recorder, frames: int) -> Timing:
+        """The mapping of a recording `frames` long (or one saved earlier: `Timing(frames, times)`)."""
+        marks = np.arange(0, max(frames, 1) + RECORD_RATE, RECORD_RATE, dtype=np.float64)
+        return cls(marks, np.array([recorder.time_of_frame(f) for f in marks]))
 
     def time(self, frame: float) -> float:
         return float(np.interp(frame, self.frames, self.times))
@@ -606,8 +609,8 @@ def cancelled_capture(session: Session) -> NDArray[np.float32] | None:
 def measure_erle(turns: Sequence[DuplexTurn], mic: NDArray[np.float32], cancelled: NDArray[np.float32]) -> None:
     """Each echo-only answer's ERLE: the microphone's level over the canceller's output on its frames."""
     for turn in turns:
-        if turn.kind == "echo_only" and turn.echo_frames is not None and not turn.runaway:
-            turn.erle_db = span_erle(mic, cancelled, turn.echo_frames)
+        if (span := turn.erle_frames) is not None:
+            turn.erle_db = span_erle(mic, cancelled, span)
 
 
 def span_erle(mic: NDArray[np.float32], cancelled: NDArray[np.float32], span: tuple[int, int]) -> float | None:
@@ -710,7 +713,7 @@ def run_session(pulse: PrivatePulse, router: EchoRouter, command: list[str], env
             mic, speaker = runner.close()
     finally:
         app.stop()
-    session = Session(mic, Timing(runner.mic, len(mic)), speaker, Timing(runner.speaker, len(speaker)))
+    session = Session(mic, Timing.of(runner.mic, len(mic)), speaker, Timing.of(runner.speaker, len(speaker)))
     if plan.keep_audio is not None:
         save_session(plan.keep_audio / f"{mode}-{delay_ms:g}ms.npz", session, done)
     if mode == "aec":
@@ -739,7 +742,7 @@ def save_session(path: Path, session: Session, turns: Sequence[DuplexTurn]) -> N
     so that a change to the canceller can be measured on the very same audio (scripts/duplex_replay.py) instead of
     a new, noisier run."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    spans = [t.echo_frames for t in turns if t.kind == "echo_only" and t.echo_frames is not None and not t.runaway]
+    spans = [span for t in turns if (span := t.erle_frames) is not None]
     np.savez_compressed(
         path, mic=session.mic, speaker=session.speaker,
         mic_frames=session.mic_timing.frames, mic_times=session.mic_timing.times,
@@ -751,9 +754,9 @@ def load_session(path: Path) -> tuple[Session, list[tuple[int, int]]]:
     """A session `save_session` wrote, and its echo-only answers' spans (microphone frames)."""
     with np.load(path) as saved:
         session = Session(saved["mic"].astype(np.float32),
-                          Timing.from_arrays(saved["mic_frames"], saved["mic_times"]),
+                          Timing(saved["mic_frames"], saved["mic_times"]),
                           saved["speaker"].astype(np.float32),
-                          Timing.from_arrays(saved["speaker_frames"], saved["speaker_times"]))
+                          Timing(saved["speaker_frames"], saved["speaker_times"]))
         spans = [(int(a), int(b)) for a, b in saved["echo_only_frames"]]
     return session, spans
 
