@@ -102,7 +102,8 @@ FOLLOW_MIN_S: Final = 0.006
 reference makes AEC3 re-find its alignment and leak meanwhile; a sound server's delay wanders by a few ms, which AEC3
 follows unaided. Measured by replaying the recordings of three `bench duplex` runs (scripts/duplex_replay.py): ERLE
 median per echo-only answer 23.3 / 23.6 / 23.8 dB following every change of 2 ms and more, 25.3 / 27.2 / 29.2 at
-6 ms (chosen on the first set); live, duplex-20261205-follow6: 26.2 dB against 23.3 in duplex-20261205-reset."""
+6 ms (chosen on the first set); live, duplex-20261205-follow6: 26.2 dB against 23.3 in duplex-20261205-reset, and
+23.0 in a shorter repeat (-follow6-b, 8 answers): the live gain is not yet shown beyond run-to-run spread."""
 
 AGREE_S: Final = 0.001
 """Two consecutive estimates this close confirm a changed bulk delay."""
