@@ -12,7 +12,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from voicecli.bench.duplex import cancelled_capture, load_session, span_erle
+from voicecli.bench.duplex import replay_erle
 
 
 def main(folder: Path) -> int:
@@ -22,12 +22,10 @@ def main(folder: Path) -> int:
         return 2
     every: list[float] = []
     for path in files:
-        session, spans = load_session(path)
-        cancelled = cancelled_capture(session)
-        if cancelled is None:
+        figures = replay_erle(path)
+        if figures is None:
             print("the echo canceller's binding (pywebrtc-audio) is not installed")
             return 2
-        figures = [erle for span in spans if (erle := span_erle(session.mic, cancelled, span)) is not None]
         every += figures
         print(f"{path.stem}: ERLE per echo-only answer " + ", ".join(f"{f:.1f}" for f in figures) + " dB")
     if every:

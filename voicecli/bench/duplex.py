@@ -750,6 +750,16 @@ def save_session(path: Path, session: Session, turns: Sequence[DuplexTurn]) -> N
         echo_only_frames=np.array(spans, dtype=np.int64).reshape(-1, 2))
 
 
+def replay_erle(path: Path) -> list[float] | None:
+    """Each echo-only answer's ERLE as this checkout's canceller computes it on a session `save_session` wrote (the
+    run's own figures when the canceller is unchanged); None without the canceller's binding."""
+    session, spans = load_session(path)
+    cancelled = cancelled_capture(session)
+    if cancelled is None:
+        return None
+    return [erle for span in spans if (erle := span_erle(session.mic, cancelled, span)) is not None]
+
+
 def load_session(path: Path) -> tuple[Session, list[tuple[int, int]]]:
     """A session `save_session` wrote, and its echo-only answers' spans (microphone frames)."""
     with np.load(path) as saved:
@@ -970,7 +980,7 @@ def parse_plan(args: argparse.Namespace) -> Plan:
         raise UserError(f"--modes takes a comma list of {', '.join(MODES)}, not {args.modes!r}")
     return Plan(tuple(dict.fromkeys(modes)), tuple(parse_numbers(args.echo_gains, "--echo-gains", -30, 20)),
                 tuple(parse_numbers(args.delay_ms, "--delay-ms", 0, 500)), args.turns, args.seed,
-                Path(args.keep_audio) if getattr(args, "keep_audio", None) else None)
+                Path(args.keep_audio) if args.keep_audio else None)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:

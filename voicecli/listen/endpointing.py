@@ -13,8 +13,8 @@ residual, the user's "Wait, stop." over the next answer came out of the cancelle
 0.00-0.07 (0 of ~20 windows at the 0.5 threshold), the same audio 0.6-0.8 from a fresh state. Between turns nothing
 is lost by a reset (no speech is being tracked) and a fresh state is where Silero starts every file; inside a turn it
 is never reset, so pauses and hesitations are judged as before. What the reset does not fix: a user talking over the
-answer's echo for half their words or more is still rarely heard (bench duplex after it: 1 of 9), because AEC3's
-suppressor holds their voice down (voicecli.audio.echo_cancel).
+answer's echo for half their words or more is still rarely heard (bench duplex after it: 2 of 18 over three runs),
+because AEC3's suppressor holds their voice down (voicecli.audio.echo_cancel).
 
 Events carry the monotonic time of the block in which they were detected, so they can be placed on the same clock
 as the rest of the turn's latency marks.
