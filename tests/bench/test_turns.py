@@ -138,11 +138,30 @@ def test_summary_by_mode_report_and_waterfall(tmp_path: Path) -> None:
     assert result.to_json()["summary_by_mode"]["bidi"]["premature_answers"] == 1
     markdown = render_markdown(result)
     assert "voice af_heart; audio.echo gate." in markdown
-    assert "| bidi | 5 | 4 | 1,050 | 1,270 | 650 / 650 | 1 | 0 | 1 | 80.0% | – |" in markdown
+    assert "| bidi | 5 | 4 | 1,050 | 1,270 | 650 / 650 | – | – | 1 | 0 | 1 | 80.0% | – |" in markdown  # no byte marks
     assert "split into 2 turns" in markdown and "(nothing)" in markdown
     (chart,) = charts(result, tmp_path)
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert {*STAGES, "turn_confirmed"} >= set(bidi["timeline_marks_p50_ms"])
+
+
+def test_answers_held_for_the_end_of_turn_are_told_from_answers_the_chain_made_late() -> None:
+    """The first audio byte before turn_confirmed: ready and held for the verdict; after it: still being made."""
+    samples = []
+    for byte in (600.0, 900.0, 1000.0, 1100.0):
+        obs = Observation("bidi", 0, QUESTION, played_at=7.0)
+        obs.take(started_line("What is the capital of France?"), 12.0)
+        obs.take(timeline_line(10.0, {"turn_confirmed": 680.0, "first_audio_byte": byte,
+                                      "first_audio_played": byte + 90}), 13.0)
+        obs.question_start, obs.question_end, obs.answer_start = 8.0, 10.0, 10.0 + (byte + 100) / 1000
+        samples.append(obs.sample())
+    bidi = summary_by_mode(samples, ["bidi"])["bidi"]
+    assert bidi["answers_held_for_end_of_turn"] == 1
+    assert bidi["first_audio_byte_after_end_of_turn_p50_ms"] == pytest.approx(270.0)  # 220, 320 around the middle
+    result = BenchResult("turns", "run", {"turns": 4, "llm": "local", "stt_model": "tiny.en", "questions": "built-in",
+                                          "voice": "af_heart", "echo": "aec"}, {}, samples)
+    result.extra["summary_by_mode"] = summary_by_mode(samples, ["bidi"])
+    assert "| 680 / 680 | 1 / 4 | 270 | 0 |" in render_markdown(result)
 
 
 def test_questions_with_accepted_answers_are_scored_right_or_wrong() -> None:

@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -60,7 +60,7 @@ from voicecli.bench.target import BenchError, Target, endpoint_stats, resolve_ta
 from voicecli.bench.virtual_audio import MIC_SOURCE, SPEAKER_MONITOR, PrivatePulse, PulseUnavailable, Recorder
 from voicecli.config import Config
 from voicecli.converse.session import llm_label
-from voicecli.converse.timeline import summarize
+from voicecli.converse.timeline import Percentiles, summarize
 from voicecli.converse.turn_lines import read_line
 from voicecli.errors import UserError
 
@@ -380,6 +380,7 @@ def summary_by_mode(samples: list[Sample], modes: list[str]) -> dict[str, dict[s
         mine = [s for s in samples if s.variant == mode]
         felt = summarize(v for s in mine if (v := s.metrics.get(FELT.key)) is not None)
         wait = summarize(v for s in mine if (v := s.metrics.get("mark_turn_confirmed")) is not None)
+        held, after = audio_against_verdict(mine)
         marks: dict[str, float] = {}
         for mark in MARKS:
             pct = summarize(v for s in mine if (v := s.metrics.get(f"mark_{mark}")) is not None)
@@ -392,6 +393,8 @@ def summary_by_mode(samples: list[Sample], modes: list[str]) -> dict[str, dict[s
             "felt_latency_p95_ms": None if felt is None else round(felt.p95, 1),
             "end_of_turn_wait_p50_ms": None if wait is None else round(wait.p50, 1),
             "end_of_turn_wait_p95_ms": None if wait is None else round(wait.p95, 1),
+            "answers_held_for_end_of_turn": held,
+            "first_audio_byte_after_end_of_turn_p50_ms": None if after is None else round(after.p50, 1),
             "premature_answers": sum(1 for s in mine if s.detail["premature"]),
             "missed_questions": sum(1 for s in mine if s.detail["missed"]),
             "speculations_started": sum(s.detail["speculations"]["started"] for s in mine),
@@ -405,6 +408,23 @@ def summary_by_mode(samples: list[Sample], modes: list[str]) -> dict[str, dict[s
     return out
 
 
+def audio_against_verdict(samples: Sequence[Sample]) -> tuple[int | None, Percentiles | None]:
+    """Whether the end of turn or the answer's own making decides when it is heard: the answers whose first audio
+    byte was in before the turn was confirmed (ready, held for the verdict: a shorter end-of-turn wait would have
+    played them sooner), and how long after the verdict the first audio byte came (p50 over all answers; > 0: the
+    STT -> LLM -> TTS chain, started on the draft at the pause, was still running when the turn was confirmed, and a
+    shorter wait would not have moved the answer). (None, None) when no answer has both marks."""
+    held = 0
+    after: list[float] = []
+    for sample in samples:
+        byte, confirmed = sample.metrics.get("mark_first_audio_byte"), sample.metrics.get("mark_turn_confirmed")
+        if byte is None or confirmed is None:
+            continue
+        held += byte <= confirmed
+        after.append(byte - confirmed)
+    return (held if after else None), summarize(after)
+
+
 def _scores(samples: list[Sample]) -> dict[str, Any]:
     """What was understood and answered right, over the questions whose text (and answers) are known: the
     transcript's word error rate (errors over reference words, pooled), and answers right of those scored."""
@@ -416,6 +436,11 @@ def _scores(samples: list[Sample]) -> dict[str, Any]:
         "answers_right": sum(1 for right in scored if right),
         "answers_scored": len(scored),
     }
+
+
+def _held(row: dict[str, Any]) -> str:
+    held = row.get("answers_held_for_end_of_turn")
+    return "–" if held is None else f"{held} / {row['answered']}"
 
 
 def voiced_by(voicing: dict[str, Any]) -> str:
@@ -444,10 +469,11 @@ def render_markdown(result: BenchResult) -> str:
         "sample on the virtual speaker (ms, from the recordings). An answer with a gap: the app's speaker ran dry "
         "while the answer was still coming (its audio arrived late).",
         "",
-        "| mode | questions | answered | felt p50 | felt p95 | end-of-turn wait p50 / p95 | premature | "
+        "| mode | questions | answered | felt p50 | felt p95 | end-of-turn wait p50 / p95 | "
+        "answers held for the end of turn | first audio byte after it, p50 | premature | "
         "speculations cancelled | answers with a gap | transcript WER | answers right | "
         + " | ".join(f"{m} p50" for m in STAGES) + " |",
-        "|---|" + "---:|" * (10 + len(STAGES)),
+        "|---|" + "---:|" * (12 + len(STAGES)),
     ]
     for mode, row in by_mode.items():
         marks = row["timeline_marks_p50_ms"]
@@ -455,12 +481,16 @@ def render_markdown(result: BenchResult) -> str:
         right = f"{row['answers_right']} / {row['answers_scored']}" if row.get("answers_scored") else "–"
         lines.append(f"| {mode} | {row['turns']} | {row['answered']} | {_ms(row['felt_latency_p50_ms'])} | "
                      f"{_ms(row['felt_latency_p95_ms'])} | {_ms(row.get('end_of_turn_wait_p50_ms'))} / "
-                     f"{_ms(row.get('end_of_turn_wait_p95_ms'))} | {row['premature_answers']} | "
+                     f"{_ms(row.get('end_of_turn_wait_p95_ms'))} | {_held(row)} | "
+                     f"{_ms(row.get('first_audio_byte_after_end_of_turn_p50_ms'))} | {row['premature_answers']} | "
                      f"{row['speculations_cancelled']} | {row.get('answers_with_underruns', '–')} | "
                      f"{'–' if wer is None else f'{wer:.1%}'} | {right} | "
                      + " | ".join(_ms(marks.get(m)) for m in STAGES) + " |")
     lines += ["", "Timeline marks are the app's own (ms after its detected speech end, medians); the end-of-turn wait "
-              "is turn_confirmed, when the app decided the user had finished. Transcript WER: word "
+              "is turn_confirmed, when the app decided the user had finished. An answer held for the end of turn had "
+              "its first audio byte in before that decision (a shorter wait would have played it sooner); after it, "
+              "the answer started on the draft at the pause was still being made, and the STT -> LLM -> TTS chain, "
+              "not the wait, decided when it was heard. Transcript WER: word "
               "errors over the questions' words, after case, punctuation and number words are normalised; an answer is "
               "right when it holds one of the question's accepted answers (voicecli/bench/scoring.py).", "",
               "| mode | # | question | voiced by | heard as | word errors | answer | right | felt ms | "
