@@ -128,6 +128,7 @@ CONSTRAINTS: dict[str, Constraint] = {
     "audio.vad_silence_ms": Range(100, 5000),
     "audio.speculate_ms": Range(50, 2000),
     "audio.barge_in_ms": Range(0, 1000),
+    "audio.barge_in_hold_ms": Range(0, 1000),
     "audio.partial_ms": Range(0, 10000),
     "audio.turn_end_complete_ms": Range(100, 5000),
     "audio.turn_end_incomplete_ms": Range(100, 10000),
@@ -366,6 +367,9 @@ class AudioSettings:
     barge_in_ms: int
     """Speech that stops the assistant (a barge-in) before a turn could start (min speech 250 ms); 0 or >= 250:
     barge-in waits for the turn's start."""
+    barge_in_hold_ms: int
+    """Speech that pauses the assistant's voice while the listener finds out whether it is a barge-in (resumed
+    if it fades first); 0 or >= barge_in_ms: off."""
     partial_ms: int
     """Decode the growing utterance after every this much of it while the user speaks (0: off)."""
     speculative_answers: bool

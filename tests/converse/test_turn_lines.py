@@ -41,3 +41,5 @@ def test_a_finished_turn_carries_what_the_history_kept_and_a_barge_in_its_time()
     assert finished is not None and finished.spoken == "Paris is" and finished.text.endswith("large.")
     barge_in = read_line(TurnLine("barge_in", 0, "", at=1234.5678).encode())
     assert barge_in == TurnLine("barge_in", 0, "", at=1234.5678)
+    for event in ("voice_held", "voice_released"):  # the voice held for speech over it, and played on
+        assert read_line(TurnLine(event, 0, "", at=1234.25).encode()) == TurnLine(event, 0, "", at=1234.25)

@@ -33,7 +33,7 @@ from voicecli.converse.pipeline import (
     VoicePipeline,
 )
 from voicecli.converse.turn_taking import TurnTaker
-from voicecli.listen.listener import BargeIn, DraftWithdrawn, SpokenDraft, SpokenTurn
+from voicecli.listen.listener import BargeIn, DraftWithdrawn, HoldVoice, ReleaseVoice, SpokenDraft, SpokenTurn
 from voicecli.llm.bedrock import BedrockLLM
 from voicecli.llm.history import Conversation
 from voicecli.playback.sinks import CollectingSink
@@ -204,9 +204,9 @@ async def test_closing_while_a_failed_speculation_waits_for_its_verdict_returns(
 class FakeSetup:
     """A turn taker over a pipeline of fakes. `async with` connects the transport and starts the taker."""
 
-    def __init__(self, *replies: Reply, speculate: bool = True) -> None:
+    def __init__(self, *replies: Reply, speculate: bool = True, sink: CollectingSink | None = None) -> None:
         self.events: list[PipelineEvent] = []
-        self.sink = CollectingSink()
+        self.sink = sink or CollectingSink()
         self.llm = ScriptedLLM(*replies)
         self.transport = ToneTransport()
         settings = PipelineSettings(first_fragment_words=0, min_sentence_chars=0)
@@ -350,6 +350,52 @@ async def test_fake_a_barge_in_stops_the_answer_and_keeps_what_was_heard() -> No
         setup.taker.submit("Wait.")
         await setup.drained()
     assert setup.history() == ["Tell me about Paris.", ANSWER_SENTENCES[0] + "…", "Wait.", "Yes?"]
+
+
+class HoldingSink(CollectingSink):
+    """A sink that can hold its voice (playback.sinks.Holdable), saying what it was asked to do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def hold(self) -> None:
+        self.calls.append("hold")
+
+    def release(self) -> None:
+        self.calls.append("release")
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+
+async def test_fake_a_held_voice_plays_on_when_released_and_stops_at_a_barge_in() -> None:
+    """HoldVoice pauses the speaker, ReleaseVoice plays on (the answer is whole, not interrupted); a hold that a
+    barge-in answers ends in a stop. A sink that cannot hold (CollectingSink) is left alone."""
+    never = asyncio.Event()
+    sink = HoldingSink()
+    async with FakeSetup(Reply(ANSWER), Reply(ANSWER, hold_at=3, release=never), sink=sink) as setup:
+        setup.taker.submit("Tell me about Paris.")
+        await wait_until(lambda: setup.heard_s() > 0)
+        setup.taker.on_listen(HoldVoice(time.monotonic()))
+        setup.taker.on_listen(ReleaseVoice(time.monotonic()))
+        await setup.drained()
+        assert sink.calls == ["hold", "release"]
+        assert not setup.of(TurnFinished)[0].interrupted
+        setup.taker.submit("And Rome?")
+        await wait_until(lambda: len(setup.of(TurnStarted)) == 2 and setup.pipeline.speaking)
+        setup.taker.on_listen(HoldVoice(time.monotonic()))
+        setup.taker.on_listen(BargeIn(time.monotonic()))
+        await setup.drained()
+        assert sink.calls[2] == "hold" and "stop" in sink.calls[3:]
+        assert setup.of(TurnFinished)[1].interrupted
+    async with FakeSetup(Reply(ANSWER)) as plain:
+        plain.taker.submit("Tell me about Paris.")
+        await wait_until(lambda: plain.heard_s() > 0)
+        plain.taker.on_listen(HoldVoice(time.monotonic()))
+        plain.taker.on_listen(ReleaseVoice(time.monotonic()))
+        await plain.drained()
+        assert not plain.of(TurnFinished)[0].interrupted
 
 
 async def test_fake_a_draft_never_interrupts_an_answer_and_speculation_can_be_off() -> None:

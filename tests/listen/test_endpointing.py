@@ -22,6 +22,8 @@ from voicecli.listen.endpointing import (
     PushToTalk,
     SileroVad,
     SpeechEnded,
+    SpeechFaded,
+    SpeechHint,
     SpeechOnset,
     SpeechPaused,
     SpeechStarted,
@@ -175,6 +177,31 @@ def test_an_onset_comes_before_the_start_and_for_a_blip_too(prompt: tuple[Path, 
         vad.reset()
         assert "SpeechOnset" not in kinds(run(Endpointer(min_speech_ms=250, onset_ms=onset_ms, vad=vad),
                                               np.concatenate([silence(1.0), speech, silence(1.5)])))
+
+
+def test_a_hint_comes_before_the_onset_and_a_blip_that_dies_fades(prompt: tuple[Path, Audio], vad: SileroVad) -> None:
+    """hint_ms (hold the assistant's voice) of speech is reported before the onset (barge-in) and the start; speech
+    that becomes a turn never fades; a blip past hint_ms that dies before the start is reported as faded."""
+    speech = prompt[1]
+    vad.reset()
+    events = run(Endpointer(min_speech_ms=250, onset_ms=160, hint_ms=64, vad=vad),
+                 np.concatenate([silence(1.0), speech, silence(1.5)]))
+    assert kinds(events)[:3] == ["SpeechHint", "SpeechOnset", "SpeechStarted"]
+    (hint_fed, hint), (onset_fed, _) = events[:2]
+    assert isinstance(hint, SpeechHint) and hint.turn == 1
+    assert 0.09 * SPEECH_RATE <= onset_fed - hint_fed <= 0.13 * SPEECH_RATE  # 3 windows sooner
+    assert "SpeechFaded" not in kinds(events) and kinds(events).count("SpeechHint") == 1
+    first_loud, _ = loud_span(speech)
+    blip = speech[first_loud + 8000 : first_loud + 8000 + 2400]  # 150 ms
+    vad.reset()
+    blipped = run(Endpointer(min_speech_ms=250, hint_ms=64, vad=vad),
+                  np.concatenate([silence(1.0), blip, silence(1.5)]))
+    assert kinds(blipped) == ["SpeechHint", "SpeechFaded"]
+    assert isinstance(blipped[1][1], SpeechFaded) and blipped[1][1].turn == 1  # the turn it would have been
+    for hint_ms in (0, 160, 250):  # off, or not shorter than the onset: no hints
+        vad.reset()
+        assert "SpeechHint" not in kinds(run(Endpointer(min_speech_ms=250, onset_ms=160, hint_ms=hint_ms, vad=vad),
+                                             np.concatenate([silence(1.0), speech, silence(1.5)])))
 
 
 def test_short_gap_is_one_turn_long_gap_is_two(prompt: tuple[Path, Audio], vad: SileroVad) -> None:

@@ -15,16 +15,21 @@ import pytest
 
 from tests.listen.test_endpointing import silence, speak
 from tests.listen.test_transcription import FakeDecoder
+from voicecli.audio.rates import SPEECH_RATE
 from voicecli.config import Config
 from voicecli.listen.endpointing import Endpointer
 from voicecli.listen.listener import (
+    HOLD_MAX_S,
+    HOLDS_RELEASED_MAX,
     BargeIn,
     EchoGate,
     HangOver,
+    HoldVoice,
     InputLevel,
     Listener,
     ListenEvent,
     PartialTranscript,
+    ReleaseVoice,
     SpokenDraft,
     SpokenTurn,
     turn_words,
@@ -230,14 +235,16 @@ async def test_speech_after_a_pause_withdraws_the_draft(tmp_path: Path, transcri
 
 
 class LoudnessVad:
-    """Silero's place in the endpointer: any window with a sample above 0.05 is speech (the real VAD:
-    test_endpointing.py), so that the listener's logic is tested on exact, fast input."""
+    """Silero's place in the endpointer: any window with a sample above 0.05 is speech, one above 0.02 is between
+    the two thresholds (0.4: undecided), others silence (the real VAD: test_endpointing.py), so that the listener's
+    logic is tested on exact, fast input."""
 
     def reset(self) -> None:
         pass
 
     def __call__(self, window: np.ndarray) -> float:
-        return 0.9 if float(np.abs(window).max()) > 0.05 else 0.0
+        peak = float(np.abs(window).max())
+        return 0.9 if peak > 0.05 else 0.4 if peak > 0.02 else 0.0
 
 
 async def feed_windows(listener: Listener, audio: np.ndarray, clock: list[float]) -> None:
@@ -348,3 +355,81 @@ async def test_a_barge_in_comes_at_the_onset_once_and_only_while_the_assistant_s
     speaking[0] = False  # quiet: the next onset and start are an ordinary turn
     await feed_windows(listener, speech, clock)
     assert len([e for e in events if isinstance(e, BargeIn)]) == 1
+
+
+def holding_listener(speaking: list[bool]) -> tuple[Listener, list[ListenEvent]]:
+    """A listener that holds the voice after 3 windows of speech and barges in with the turn's start (8 windows)."""
+    events: list[ListenEvent] = []
+    gate = EchoGate(True, -60.0, lambda: speaking[0], lambda: -120.0)
+    endpointer = Endpointer(silence_ms=300, tail_ms=96, min_speech_ms=256, hint_ms=96,
+                            vad=LoudnessVad())  # type: ignore[arg-type]
+    return Listener(None, endpointer, TurnTranscriber(FakeDecoder()), events.append, gate), events  # type: ignore[arg-type]
+
+
+def voice_events(events: list[ListenEvent]) -> list[str]:
+    return [type(e).__name__ for e in events if isinstance(e, HoldVoice | ReleaseVoice | BargeIn)]
+
+
+async def test_speech_over_the_answer_holds_its_voice_then_barges_in() -> None:
+    """3 windows of speech hold the voice, the turn's start (8) is the barge-in that answers the hold: no release."""
+    listener, events = holding_listener([True])
+    clock = [1000.0]
+    await feed_windows(listener, silence(0.256), clock)
+    speech_from = clock[0]
+    await feed_windows(listener, np.full(12 * 512, 0.1, dtype=np.float32), clock)
+    await feed_windows(listener, silence(0.5), clock)
+    assert voice_events(events) == ["HoldVoice", "BargeIn"]
+    hold, barge = (e for e in events if isinstance(e, HoldVoice | BargeIn))
+    assert hold.at == pytest.approx(speech_from + 3 * 0.032) and barge.at == pytest.approx(speech_from + 8 * 0.032)
+
+
+async def test_a_blip_over_the_answer_holds_it_and_lets_it_play_on() -> None:
+    """A cough (5 windows) holds the voice and releases it at its first silent window; with the assistant quiet it
+    holds nothing."""
+    speaking = [True]
+    listener, events = holding_listener(speaking)
+    clock = [1000.0]
+    blip = np.full(5 * 512, 0.1, dtype=np.float32)
+    await feed_windows(listener, silence(0.256), clock)
+    blip_from = clock[0]
+    await feed_windows(listener, blip, clock)
+    await feed_windows(listener, silence(0.256), clock)
+    assert voice_events(events) == ["HoldVoice", "ReleaseVoice"]
+    release = next(e for e in events if isinstance(e, ReleaseVoice))
+    assert release.at == pytest.approx(blip_from + 6 * 0.032)
+    speaking[0] = False
+    await feed_windows(listener, blip, clock)
+    await feed_windows(listener, silence(0.256), clock)
+    assert voice_events(events) == ["HoldVoice", "ReleaseVoice"]
+
+
+async def test_undecided_speech_holds_the_voice_at_most_hold_max_s() -> None:
+    """Windows between Silero's thresholds keep the speech neither faded nor a turn: the answer plays on after
+    HOLD_MAX_S."""
+    listener, events = holding_listener([True])
+    clock = [1000.0]
+    await feed_windows(listener, silence(0.256), clock)
+    await feed_windows(listener, np.full(3 * 512, 0.1, dtype=np.float32), clock)
+    held_at = clock[0]
+    await feed_windows(listener, np.full(int((HOLD_MAX_S + 0.2) * SPEECH_RATE), 0.03, dtype=np.float32), clock)
+    assert voice_events(events) == ["HoldVoice", "ReleaseVoice"]
+    release = next(e for e in events if isinstance(e, ReleaseVoice))
+    assert HOLD_MAX_S <= release.at - held_at <= HOLD_MAX_S + 0.04
+
+
+async def test_after_holds_released_max_one_answer_is_no_longer_held() -> None:
+    """Echo that reaches the detector (no canceller on speakers) would hold and release the answer without end:
+    after HOLDS_RELEASED_MAX released holds the listener stops holding until the assistant is quiet again."""
+    speaking = [True]
+    listener, events = holding_listener(speaking)
+    clock = [1000.0]
+    blip = np.full(5 * 512, 0.1, dtype=np.float32)
+    for _ in range(HOLDS_RELEASED_MAX + 2):
+        await feed_windows(listener, blip, clock)
+        await feed_windows(listener, silence(0.256), clock)
+    assert voice_events(events) == ["HoldVoice", "ReleaseVoice"] * HOLDS_RELEASED_MAX
+    speaking[0] = False
+    await feed_windows(listener, silence(0.064), clock)  # quiet: the count starts again with the next answer
+    speaking[0] = True
+    await feed_windows(listener, blip, clock)
+    assert voice_events(events)[-1] == "HoldVoice"

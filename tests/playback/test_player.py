@@ -327,3 +327,47 @@ def test_an_answer_coming_slower_than_real_time_pauses_instead_of_stuttering(pul
           f"{len(heard[0.25])} ({sum(heard[0.25]):.0f} ms); rebuffers {rebuffers[0.25]}")
     assert rebuffers[0.0] == 0 and 1 <= rebuffers[0.25] <= 4
     assert len(heard[0.0]) >= 10 and len(heard[0.25]) <= rebuffers[0.25] + 1
+
+
+def test_hold_pauses_at_once_and_release_plays_on_from_the_first_sample_not_heard(pulse: PrivatePulse) -> None:
+    """A hold flushes the device, so the speaker falls silent within a block or two, and puts what the device held
+    back in the queue: on release the sweep goes on exactly where the listener stopped hearing it (a sweep has one
+    place for each sample, so a lost or repeated piece would show), and every sample is played once."""
+    t = np.arange(int(SRC_RATE * 4.0)) / SRC_RATE
+    sweep = (0.3 * np.sin(2 * np.pi * (200 * t + 225 * t * t))).astype(np.float32)  # 200 -> 2,000 Hz, no silence
+    rec = _record_while(pulse)
+    with Player() as player:
+        player.write(sweep, "h")
+        player.end_answer("h")
+        deadline = time.monotonic() + 10
+        while player.first_audible("h") is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(1.0)
+        held_at = time.monotonic()
+        player.hold()
+        time.sleep(0.6)
+        assert player.held and not player.wait_done(timeout=0)  # nothing dropped, nothing played
+        player.release()
+        assert player.wait_done(timeout=10)
+        timing = player.timing("h")
+    captured = rec.stop()
+    assert timing is not None and timing.frames_played == len(sweep) and not timing.cancelled
+    loud = np.abs(captured) > 0.01
+    size = CAP_RATE // 100
+    quiet = ~loud[: len(loud) // size * size].reshape(-1, size).any(axis=1)
+    runs = np.convolve(quiet.astype(np.int32), np.ones(30, dtype=np.int32), mode="valid")  # 300 ms quiet
+    first_lag, _ = _align(_resample_fft(sweep, SRC_RATE, CAP_RATE)[: CAP_RATE // 2], captured)
+    gaps = [int(i) * size for i in np.flatnonzero(runs == 30) if int(i) * size > first_lag]
+    assert gaps, "no pause in the capture"
+    end_before = int(np.flatnonzero(loud[: gaps[0] + size])[-1]) + 1
+    start_after = end_before + int(np.flatnonzero(loud[end_before:])[0])
+    heard_stop = rec.time_of_frame(end_before)
+    _measure("hold_to_silence_captured", heard_stop - held_at, "s")
+    assert heard_stop - held_at < 0.06  # flushed: not the 100 ms the device holds
+    reference = _resample_fft(sweep, SRC_RATE, CAP_RATE)
+    window = CAP_RATE // 10
+    before_at, before_corr = _align(captured[end_before - window : end_before], reference)
+    after_at, after_corr = _align(captured[start_after : start_after + window], reference)
+    assert before_corr > 0.9 and after_corr > 0.9, (before_corr, after_corr)
+    _measure("hold_resume_discontinuity", (after_at - (before_at + window)) / CAP_RATE * 1000, "ms")
+    assert abs(after_at - (before_at + window)) <= CAP_RATE // 1000  # within 1 ms of where it stopped

@@ -233,6 +233,10 @@ class DuplexTurn:
     transcripts: list[str] = field(default_factory=list)
     finished: list[TurnLine] = field(default_factory=list)
     barge_ins: list[float] = field(default_factory=list)
+    holds: list[float] = field(default_factory=list)
+    """When the app held the answer's voice (voice_held lines: speech that may be a barge-in)."""
+    releases: list[float] = field(default_factory=list)
+    """When it played on after a hold (voice_released: that speech faded)."""
     last_line_at: float = 0.0
     runaway: bool = False
     # from the recordings
@@ -275,6 +279,10 @@ class DuplexTurn:
             self.finished.append(turn)
         elif turn.event == "barge_in" and turn.at is not None:
             self.barge_ins.append(turn.at)
+        elif turn.event == "voice_held" and turn.at is not None:
+            self.holds.append(turn.at)
+        elif turn.event == "voice_released" and turn.at is not None:
+            self.releases.append(turn.at)
 
     def settled(self, now: float, speaker_quiet: bool) -> bool:
         if not speaker_quiet:
@@ -303,6 +311,13 @@ class DuplexTurn:
             return BargeIns(None, tuple(self.barge_ins))
         return sort_barge_ins(self.barge_ins, self.speech_start, self.speech_end)
 
+    def hold_sorting(self) -> BargeIns:
+        """The holds as the barge-ins are sorted: the one the user's speech made (None: not held for it) and the
+        others, each a pause of the answer that no user speech caused (the echo's, unless released at once)."""
+        if not self.spoke_over_answer:
+            return BargeIns(None, tuple(self.holds))
+        return sort_barge_ins(self.holds, self.speech_start, self.speech_end)
+
     def history(self) -> HistoryCheck | None:
         line = self.interrupted_line
         if line is None or self.played_text is None or not self.barge_in_sorting().detected_at:
@@ -317,10 +332,14 @@ class DuplexTurn:
                    else (self.playback_stopped - self.speech_start) * 1000)
         felt = (None if self.question_end is None or self.answer_start is None
                 else (self.answer_start - self.question_end) * 1000)
+        holds = self.hold_sorting()
+        held = (None if holds.detected_at is None or self.speech_start is None
+                else (holds.detected_at - self.speech_start) * 1000)
         history = self.history()
         line = self.interrupted_line
         return Sample(self.mode, 0.0, self.turn, {
             "barge_in_detect_ms": detect, "playback_stopped_ms": stopped, "felt_latency_ms": felt,
+            "voice_held_ms": held,
         }, {
             "echo_db": self.echo_db, "delay_ms": self.delay_ms, "kind": self.kind,
             "question": self.question.text, "interrupt_after_s": self.interrupt_after_s,
@@ -333,6 +352,9 @@ class DuplexTurn:
                 ("interruption_played", self.interruption_played_at), ("speech_start", self.speech_start),
                 ("playback_stopped", self.playback_stopped))},
             "barge_ins_s": [round(t - self.played_at, 3) for t in self.barge_ins],
+            "holds_s": [round(t - self.played_at, 3) for t in self.holds],
+            "releases_s": [round(t - self.played_at, 3) for t in self.releases],
+            "false_holds": len(holds.false),
             "runaway": self.runaway,
             "speech_match": self.speech_match, "talk_over": self.talk_over,
             "echo_delay_ms": self.echo_delay_ms, "echo_correlation": self.echo_correlation,
@@ -355,6 +377,7 @@ def summary_for(samples: Sequence[Sample]) -> dict[str, Any]:
     detail = [s.detail for s in samples]
     detect = summarize(v for s in samples if (v := s.metrics.get("barge_in_detect_ms")) is not None)
     stopped = summarize(v for s in samples if (v := s.metrics.get("playback_stopped_ms")) is not None)
+    held = summarize(v for s in samples if (v := s.metrics.get("voice_held_ms")) is not None)
     felt = summarize(v for s in samples if (v := s.metrics.get("felt_latency_ms")) is not None)
     erle = [d["erle_db"] for d in detail if d["kind"] == "echo_only" and d["erle_db"] is not None]
     delays = summarize(d["echo_delay_ms"] for d in detail if d["echo_delay_ms"] is not None)
@@ -373,6 +396,10 @@ def summary_for(samples: Sequence[Sample]) -> dict[str, Any]:
         "barge_in_detect_p50_ms": None if detect is None else round(detect.p50, 1),
         "barge_in_detect_p95_ms": None if detect is None else round(detect.p95, 1),
         "playback_stopped_p50_ms": None if stopped is None else round(stopped.p50, 1),
+        "voice_held_p50_ms": None if held is None else round(held.p50, 1),
+        "voice_held_p95_ms": None if held is None else round(held.p95, 1),
+        "false_holds": sum(d.get("false_holds", 0) for d in detail),
+        "holds_released": sum(len(d.get("releases_s", ())) for d in detail),
         "erle_db": round(float(np.median(erle)), 1) if erle else None,
         "history_matches": sum(1 for c in checked if c["matches"]),
         "history_checked": len(checked),
@@ -860,7 +887,8 @@ def build_result(name: str, samples: list[Sample], config: Config, plan: Plan, v
                   "user_voice_dbfs": round(voices.voice_db, 1), "assistant_voice_dbfs": round(voices.assistant_db, 1),
                   **calibration, "llm": llm_label(config), "stt_model": config.stt.model, "voice": config.tts.voice,
                   "endpoint": target.url, "echo_margin_db": config.audio.echo_margin_db,
-                  "barge_in_ms": config.audio.barge_in_ms, "app_env": APP_ENV,
+                  "barge_in_ms": config.audio.barge_in_ms, "barge_in_hold_ms": config.audio.barge_in_hold_ms,
+                  "app_env": APP_ENV,
                   "app_defaults": {key: os.environ.get(key, value) for key, value in APP_DEFAULTS.items()},
                   "record_rate": RECORD_RATE, "audible_dbfs": AUDIBLE_DBFS},
         machine=machine, samples=samples)
@@ -909,7 +937,9 @@ def table_row(label: str, echo: str, row: dict[str, Any]) -> str:
             f"{row['echo_turns']} | {row['barge_ins_detected']} / {row['barge_ins']} | "
             f"{row.get('barge_ins_in_double_talk_detected', '–')} / {row.get('barge_ins_in_double_talk', '–')} | "
             f"{_ms(row['barge_in_detect_p50_ms'])} / {_ms(row['barge_in_detect_p95_ms'])} | "
-            f"{_ms(row['playback_stopped_p50_ms'])} | {_db(row['erle_db'])} | {history} | "
+            f"{_ms(row['playback_stopped_p50_ms'])} | {_ms(row.get('voice_held_p50_ms'))} / "
+            f"{_ms(row.get('voice_held_p95_ms'))} | {row.get('false_holds', '–')} | {row.get('holds_released', '–')} | "
+            f"{_db(row['erle_db'])} | {history} | "
             f"{_ms(row['felt_latency_p50_ms'])} | {_ms(row['echo_delay_p50_ms'])} | "
             f"{_db(row['echo_to_voice_p50_db'])} |")
 
@@ -934,13 +964,18 @@ def render_markdown(result: BenchResult) -> str:
         f"(router's own latency {settings.get('router_own_latency_ms', '?')} ms{bursts_note(settings)}); "
         f"user voice {settings['user_voice_dbfs']} dBFS, "
         f"assistant {settings['assistant_voice_dbfs']} dBFS; barge-in after "
-        f"{settings.get('barge_in_ms', 250)} ms of speech (audio.barge_in_ms).",
+        f"{settings.get('barge_in_ms', 250)} ms of speech (audio.barge_in_ms), the voice held after "
+        f"{settings.get('barge_in_hold_ms', 0)} (audio.barge_in_hold_ms, 0: off).",
+        "",
+        "Voice held: from the user's first voiced sample to the app holding the answer's voice (a pause, nothing "
+        "dropped) for that speech; a hold without the user is a pause no user speech made (the echo's), and a "
+        "released hold played on where it paused.",
         "",
         "| mode | echo over voice | answers | echo-only answers | false barge-ins | echo turns | barge-ins detected | "
         "of them in double talk | detect p50 / p95 ms | "
-        "playback stopped p50 ms | ERLE dB | history = played | felt p50 ms | "
-        "echo delay p50 ms | echo over voice, measured dB |",
-        "|---|---|" + "---:|" * 13,
+        "playback stopped p50 ms | voice held p50 / p95 ms | holds without the user | holds released | "
+        "ERLE dB | history = played | felt p50 ms | echo delay p50 ms | echo over voice, measured dB |",
+        "|---|---|" + "---:|" * 16,
     ]
     for mode, row in by_mode.items():
         lines.append(table_row(mode, "all", row))

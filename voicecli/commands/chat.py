@@ -136,7 +136,14 @@ class Headless:
                 self.taker.submit(line.strip())
 
     async def _start_listening(self) -> asyncio.Task[None] | None:
-        from voicecli.listen.listener import BargeIn, ListenEvent, VoiceOff, open_gated_listener
+        from voicecli.listen.listener import (
+            BargeIn,
+            HoldVoice,
+            ListenEvent,
+            ReleaseVoice,
+            VoiceOff,
+            open_gated_listener,
+        )
 
         assert self.session is not None and self.taker is not None
         pipeline = self.session.pipeline
@@ -148,6 +155,9 @@ class Headless:
                 stopped = time.monotonic()
                 print(TurnLine("barge_in", 0, "", at=event.at).encode(), flush=True)
                 self.log(f"barge-in: playback stopped {(stopped - event.at) * 1000:.0f} ms after speech was detected")
+            elif isinstance(event, HoldVoice | ReleaseVoice):
+                held = isinstance(event, HoldVoice)
+                print(TurnLine("voice_held" if held else "voice_released", 0, "", at=event.at).encode(), flush=True)
 
         listener = await open_gated_listener(self.config, on_listen, lambda: pipeline.speaking, pipeline.sink)
         if isinstance(listener, VoiceOff):

@@ -47,7 +47,7 @@ from voicecli.converse.speculation import Speculation
 from voicecli.converse.timeline import Mark, SentenceMarks, SpeculationCounts, TurnTimeline
 from voicecli.llm.base import LLM, ChatMessage, LLMError, StreamEnd, TextDelta
 from voicecli.llm.history import Conversation
-from voicecli.playback.sinks import AudioSink, PlayPosition
+from voicecli.playback.sinks import AudioSink, Holdable, PlayPosition
 from voicecli.tts.base import AudioFailed, SpeechRequest, TransportError, TTSTransport
 from voicecli.tts.consumer import AudioConsumer, RequestAudio, Stalled
 from voicecli.wire.protocol import SAMPLE_RATE, WordTiming
@@ -503,6 +503,17 @@ class VoicePipeline:
         """Silence the speaker now (synchronously: barge-in must not wait for the event loop). Returns the time."""
         self.sink.stop()
         return time.monotonic()
+
+    def hold_audio(self) -> None:
+        """Pause the speaker, dropping nothing (the user may be starting to talk over the answer): `stop_audio` or
+        `release_audio` follows. A sink nobody hears (not Holdable) has nothing to hold."""
+        if isinstance(self.sink, Holdable):
+            self.sink.hold()
+
+    def release_audio(self) -> None:
+        """Play on after `hold_audio` (the speech that held it faded: not a barge-in)."""
+        if isinstance(self.sink, Holdable):
+            self.sink.release()
 
     async def interrupt(self) -> None:
         """Barge-in: silence now, then cancel generation and every pending synthesis (connection stays open)."""

@@ -7,11 +7,14 @@ One JSON object per line, its "event" saying which:
    "timeline": {...}}
   {"event": "turn_failed", "turn_id": 1, "text": "the LLM was throttled: ..."}
   {"event": "barge_in", "turn_id": 0, "at": 1234.567}
+  {"event": "voice_held", "turn_id": 0, "at": 1234.471}
+  {"event": "voice_released", "turn_id": 0, "at": 1234.690}
 `timeline` is `TurnTimeline.to_json()`; `spoken` what the history keeps of the answer (after a barge-in, the words
-played); `at` the monotonic time the listener detected speech over the answer (CLOCK_MONOTONIC, the same clock in
-every process of the machine: `voicecli bench duplex` compares it with its recordings). Why JSON and one module: the
-bench used to parse the app's prose lines ("you (spoken)> ...") back as strings; now the writer and the reader
-share these definitions.
+played); `at` the monotonic time the listener detected speech over the answer (barge_in), speech that paused the
+answer's voice (voice_held), or that speech fading so the answer played on (voice_released): CLOCK_MONOTONIC, the
+same clock in every process of the machine (`voicecli bench duplex` compares it with its recordings). Why JSON
+and one module: the bench used to parse the app's prose lines ("you (spoken)> ...") back as strings; now the writer
+and the reader share these definitions.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from typing import Any, Literal
 
 from voicecli.converse.pipeline import PipelineEvent, TurnFailed, TurnFinished, TurnStarted
 
-TurnEventName = Literal["turn_started", "turn_finished", "turn_failed", "barge_in"]
+TurnEventName = Literal["turn_started", "turn_finished", "turn_failed", "barge_in", "voice_held", "voice_released"]
+AT_EVENTS: tuple[TurnEventName, ...] = ("barge_in", "voice_held", "voice_released")
+"""The events that carry only a time (`at`)."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,7 @@ class TurnLine:
     spoken: str | None = None
     """What the history keeps of the answer (turn_finished only)."""
     at: float | None = None
-    """When speech over the answer was detected, time.monotonic() (barge_in only)."""
+    """When speech over the answer was detected, time.monotonic() (AT_EVENTS only)."""
 
     def encode(self) -> str:
         body: dict[str, Any] = {"event": self.event, "turn_id": self.turn_id}
@@ -48,7 +53,7 @@ class TurnLine:
             body.update(origin=self.origin, text=self.text)
         elif self.event == "turn_finished":
             body.update(text=self.text, spoken=self.spoken, interrupted=self.interrupted, timeline=self.timeline)
-        elif self.event == "barge_in":
+        elif self.event in AT_EVENTS:
             body.update(at=self.at)
         else:
             body.update(text=self.text)
@@ -74,7 +79,7 @@ def read_line(line: str) -> TurnLine | None:
     except ValueError:
         return None
     if not isinstance(body, dict) or body.get("event") not in ("turn_started", "turn_finished", "turn_failed",
-                                                                "barge_in"):
+                                                                *AT_EVENTS):
         return None
     timeline = body.get("timeline")
     spoken, at = body.get("spoken"), body.get("at")

@@ -8,6 +8,8 @@ turn is answered the same way in both:
   the LLM writes, TTS synthesizes, the audio is decoded, nothing is heard or shown;
 - the SpokenTurn that confirms the same utterance (same endpointer turn, same words) confirms it: the answer is
   already under way, so the user hears it as soon as the turn is confirmed, or as soon as its first audio exists;
+- speech over an answer first holds its voice (HoldVoice: paused, nothing dropped), then either plays it on
+  (ReleaseVoice: it faded) or stops it (BargeIn);
 - speech that resumes (DraftWithdrawn), a final transcript that differs, a typed line or a barge-in withdraw it:
   cancelled on the same connection, never heard, not in the history; a differing final transcript is then
   answered from scratch;
@@ -26,7 +28,15 @@ from dataclasses import dataclass, field
 from voicecli.converse.pipeline import PipelineEvent, VoicePipeline
 from voicecli.converse.speculation import Speculation
 from voicecli.converse.timeline import SpeculationCounts
-from voicecli.listen.listener import BargeIn, DraftWithdrawn, ListenEvent, SpokenDraft, SpokenTurn
+from voicecli.listen.listener import (
+    BargeIn,
+    DraftWithdrawn,
+    HoldVoice,
+    ListenEvent,
+    ReleaseVoice,
+    SpokenDraft,
+    SpokenTurn,
+)
 
 __all__ = ["TurnTaker"]
 
@@ -117,6 +127,10 @@ class TurnTaker:
             self._stop_now()
             task = asyncio.ensure_future(self.pipeline.interrupt())
             task.add_done_callback(_consume)
+        elif isinstance(event, HoldVoice):
+            self.pipeline.hold_audio()
+        elif isinstance(event, ReleaseVoice):
+            self.pipeline.release_audio()
 
     def _draft_started(self, draft: SpokenDraft) -> None:
         if not self.speculate or self._busy or not self._queue.empty() or self._draft is not None:

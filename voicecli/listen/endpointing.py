@@ -126,6 +126,24 @@ class SpeechOnset:
 
 
 @dataclass(frozen=True)
+class SpeechHint:
+    """`hint_ms` of speech between turns, less than a barge-in's: too little to stop the assistant for, enough to
+    hold its voice while the listener finds out (barge-in confirmed at `onset_ms`, or SpeechFaded). `turn`: the
+    number the turn will have if SpeechStarted follows."""
+
+    at: float
+    turn: int
+
+
+@dataclass(frozen=True)
+class SpeechFaded:
+    """The speech a SpeechHint reported fell silent before it became a turn: a blip (a cough, a burst of echo)."""
+
+    at: float
+    turn: int
+
+
+@dataclass(frozen=True)
 class SpeechStopped:
     """The first window below the lower threshold after speech (``report_stops``): the earliest moment `audio` is
     the utterance as a SpeechPaused and a SpeechEnded would hand it over if no speech follows, so decoding can
@@ -176,7 +194,8 @@ class SpeechEnded:
     """As SpeechPaused.voiced (0 from push-to-talk, which has no pauses)."""
 
 
-TurnEvent = SpeechOnset | SpeechStarted | SpeechStopped | SpeechPaused | SpeechResumed | SpeechEnded
+TurnEvent = (SpeechHint | SpeechFaded | SpeechOnset | SpeechStarted | SpeechStopped | SpeechPaused | SpeechResumed
+             | SpeechEnded)
 
 
 class TurnDetector(Protocol):
@@ -212,6 +231,9 @@ class Endpointer:
       the pause is sure: the transcriber starts there and the pause reuses that decode (voicecli.listen.transcription).
     - `onset_ms` (below `min_speech_ms`; 0: off): also report SpeechOnset once that much speech has come between
       turns, so a barge-in need not wait for a whole turn's start.
+    - `hint_ms` (below `onset_ms`, or below `min_speech_ms` without an onset; 0: off): report SpeechHint sooner
+      still, and SpeechFaded if that speech dies before it becomes a turn (the listener holds the answer's voice in
+      between, voicecli.listen.listener).
     - `vad_reset_ms` (0: never): between turns, start Silero's state afresh after this much audio without speech
       (every window below the lower threshold; see the module docstring).
     """
@@ -227,6 +249,7 @@ class Endpointer:
         speculate: bool = True,
         report_stops: bool = False,
         onset_ms: int = 0,
+        hint_ms: int = 0,
         vad_reset_ms: int = VAD_RESET_MS,
         max_utterance_ms: int = 30_000,
         vad: SileroVad | None = None,
@@ -241,6 +264,9 @@ class Endpointer:
         self._min_speech_windows = max(1, _windows(min_speech_ms))
         onset = _windows(onset_ms)
         self._onset_windows = onset if onset < self._min_speech_windows else 0  # 0: no SpeechOnset
+        hint = _windows(hint_ms)
+        self._hint_windows = hint if hint < (self._onset_windows or self._min_speech_windows) else 0  # 0: none
+        self._hinted = False  # the candidate speech was reported by a SpeechHint (its fading will be too)
         self._tail_windows = _windows(tail_ms)
         self._reset_windows = _windows(vad_reset_ms)  # 0: never
         self._quiet_windows = 0  # consecutive windows without speech between turns (for vad_reset_ms)
@@ -320,6 +346,7 @@ class Endpointer:
         self._pre_roll.clear()
         self._pending = np.zeros(0, dtype=np.float32)
         self._speech_probability = 0.0
+        self._hinted = False
         self._reset_turn_state()
 
     def feed(self, block: Audio, at: float | None = None) -> list[TurnEvent]:
@@ -387,13 +414,20 @@ class Endpointer:
             self._pre_roll.extend(self._candidate)
             self._pre_roll.append(window)
             self._candidate, self._candidate_voiced = [], 0
+            if self._hinted:
+                self._hinted = False
+                events.append(SpeechFaded(at, self._turn + 1))
             return
         self._candidate.append(window)
         if prob >= self.threshold:
             self._candidate_voiced += 1
+            if self._candidate_voiced == self._hint_windows:
+                self._hinted = True
+                events.append(SpeechHint(at, self._turn + 1))
             if self._candidate_voiced == self._onset_windows:
                 events.append(SpeechOnset(at, self._turn + 1))
         if self._candidate_voiced >= self._min_speech_windows:
+            self._hinted = False
             self._turn += 1
             self._in_speech = True
             self._utterance = [*self._pre_roll, *self._candidate]

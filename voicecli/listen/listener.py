@@ -5,7 +5,11 @@ the echo defence audio.echo chooses (voicecli.listen.echo_path): by default the 
 first; the level gate (`EchoGate`) lets a block through while the assistant speaks only when it is clearly louder
 than what is being played (`echo_margin_db` above the playback level), and with the canceller it steps in only
 while the canceller cannot vouch for its output. Speech that reaches the endpointer while the assistant speaks is a
-barge-in: the app stops playback at once and answers the new turn.
+barge-in: the app stops playback at once and answers the new turn. Sooner still (audio.barge_in_hold_ms of
+speech), the listener asks the app to hold the assistant's voice (HoldVoice: paused, nothing dropped): the user
+hears it yield as they start, and the answer's echo stops, so the canceller has the user's voice alone to pass
+(over a playing answer its suppressor holds a voice down). Speech that fades before barge_in_ms (a cough, a burst
+of echo the canceller let through) releases it (ReleaseVoice): a false start costs a pause, not the answer.
 
 Speculation: at a short pause (SpeechPaused) the utterance so far is transcribed at once. That draft does two
 things. It chooses the hang-over for this pause (voicecli.listen.turn_completion: a finished question is confirmed
@@ -40,6 +44,8 @@ from voicecli.listen.endpointing import (
     Endpointer,
     PushToTalk,
     SpeechEnded,
+    SpeechFaded,
+    SpeechHint,
     SpeechOnset,
     SpeechPaused,
     SpeechResumed,
@@ -108,6 +114,22 @@ class BargeIn:
 
 
 @dataclass(frozen=True)
+class HoldVoice:
+    """Speech may be starting over the assistant (audio.barge_in_hold_ms of it): pause its voice, drop nothing; a
+    BargeIn or a ReleaseVoice follows."""
+
+    at: float
+
+
+@dataclass(frozen=True)
+class ReleaseVoice:
+    """The speech that held the assistant's voice faded before it was a barge-in (or held on, undecided, for
+    HOLD_MAX_S): play on where it paused."""
+
+    at: float
+
+
+@dataclass(frozen=True)
 class InputLevel:
     """The microphone's level in dBFS, at most ten times a second (for the level meter)."""
 
@@ -122,8 +144,17 @@ class HeardNothing:
     audio_s: float
 
 
-ListenEvent = (SpokenTurn | SpokenDraft | HangOver | PartialTranscript | DraftWithdrawn | BargeIn | InputLevel
-               | HeardNothing)
+ListenEvent = (SpokenTurn | SpokenDraft | HangOver | PartialTranscript | DraftWithdrawn | BargeIn | HoldVoice
+               | ReleaseVoice | InputLevel | HeardNothing)
+
+HOLD_MAX_S = 1.0
+"""The longest the assistant's voice stays held on speech that neither fades nor becomes a barge-in (windows that
+stay between Silero's two thresholds keep a candidate alive): then it plays on."""
+HOLDS_RELEASED_MAX = 3
+"""Holds that faded while one answer plays before the listener stops holding for it (until the assistant is quiet
+again; barge-in works as without holds). Why: where the answer's own echo reaches the detector (audio.echo = "off"
+on speakers), each hold silences the echo, the 'speech' fades, the answer plays on and is held again: a stutter
+without end instead of one bounded to a few pauses."""
 
 
 @dataclass
@@ -185,6 +216,8 @@ class Listener:
         self._shown_from = 0.0  # start time of the decode behind the latest PartialTranscript (none older is shown)
         self._ended_turn = 0  # the last turn that ended: its words so far are moot
         self._onset_barged = False  # this speech's SpeechOnset was a barge-in already: its start is not another
+        self._held_at: float | None = None  # when a HoldVoice went out that no BargeIn or ReleaseVoice answered yet
+        self._released = 0  # holds released while the assistant has been speaking (HOLDS_RELEASED_MAX)
 
     async def run(self) -> None:
         self.microphone.start()
@@ -226,6 +259,10 @@ class Listener:
             samples = np.zeros_like(samples)  # gated: the detector hears silence, so a turn in progress still ends
         for event in self.detector.feed(samples, block.at):
             self._event(event)
+        if self._held_at is not None and block.at - self._held_at >= HOLD_MAX_S:
+            self._release(block.at)
+        if self._released and self._held_at is None and not self.gate.is_speaking():
+            self._released = 0
         self._partial()
 
     def _partial(self) -> None:
@@ -244,15 +281,26 @@ class Listener:
             self._spawn(self._words_so_far(future, detector.turn))
 
     def _event(self, event: TurnEvent) -> None:
+        if isinstance(event, SpeechHint):  # audio.barge_in_hold_ms of speech: hold the voice, decide later
+            if self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX:
+                self._held_at = event.at
+                self._on_event(HoldVoice(event.at))
+            return
+        if isinstance(event, SpeechFaded):
+            self._release(event.at)
+            return
         if isinstance(event, SpeechOnset):  # audio.barge_in_ms of speech: enough to stop the assistant for
             self._onset_barged = self.gate.is_speaking()
             if self._onset_barged:
-                self._on_event(BargeIn(event.at))
+                self._barge_in(event.at)
+            else:
+                self._release(event.at)
             return
         if isinstance(event, SpeechStarted):
             self._speech_start = event.at
             if self.gate.is_speaking() and not self._onset_barged:
-                self._on_event(BargeIn(event.at))
+                self._barge_in(event.at)
+            self._release(event.at)  # only if held: the answer it held ended meanwhile, nothing is left to stop
             self._onset_barged = False
         if isinstance(event, SpeechResumed | SpeechStarted) and self._draft_turn is not None:
             self._on_event(DraftWithdrawn(self._draft_turn))
@@ -272,6 +320,16 @@ class Listener:
             marks = {"speech_start": self._speech_start or event.last_speech_at, "speech_end": event.last_speech_at,
                      "turn_confirmed": event.at}
             self._spawn(self._finish(future, marks, len(event.audio) / SPEECH_RATE, event.turn))
+
+    def _barge_in(self, at: float) -> None:
+        self._held_at = None  # the barge-in answers the hold: the app stops what it held
+        self._on_event(BargeIn(at))
+
+    def _release(self, at: float) -> None:
+        if self._held_at is not None:
+            self._held_at = None
+            self._released += 1
+            self._on_event(ReleaseVoice(at))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
@@ -338,13 +396,14 @@ class Listener:
 
 def make_detector(input_mode: str, audio: AudioSettings) -> Endpointer | PushToTalk:
     """The app's detector (`input_mode`: audio.input_mode, or the one the F2 key chose): with voice activity
-    detection, drafts start at the first silent window (report_stops), and audio.barge_in_ms of speech, shorter
-    than a turn's start, is reported as a SpeechOnset for barge-in."""
+    detection, drafts start at the first silent window (report_stops), audio.barge_in_ms of speech, shorter
+    than a turn's start, is reported as a SpeechOnset for barge-in, and audio.barge_in_hold_ms, shorter still, as a
+    SpeechHint that holds the assistant's voice."""
     if input_mode == "push_to_talk":
         return PushToTalk()
     silence_ms = audio.vad_silence_ms
     return Endpointer(silence_ms=silence_ms, tail_ms=min(audio.speculate_ms, silence_ms - 1), report_stops=True,
-                      onset_ms=audio.barge_in_ms)
+                      onset_ms=audio.barge_in_ms, hint_ms=audio.barge_in_hold_ms)
 
 
 def turn_end_policy(config: Config) -> TurnEndPolicy:

@@ -28,6 +28,11 @@ Why this shape:
 - Sample rate: the source is 24 kHz mono; PulseAudio accepts that directly. Devices that refuse it get the shared
   streaming resampler (voicecli.audio.resample: libswresample, its state kept across the writes of one answer and
   its tail flushed at the answer's end) and a channel up/down-mix.
+- Holding the voice: ``hold()`` pauses an answer without dropping it (the user may be starting to speak over it;
+  voicecli.listen.listener HoldVoice), ``release()`` plays on, ``stop()`` drops it (the barge-in was real). The
+  device is flushed at the hold, as at a stop, so the voice yields at once rather than after the stream latency; what
+  the device held was not heard, so it goes back to the front of the queue (the callback keeps a short log of which
+  block each played piece came from and its DAC time): on release the answer resumes at the first sample not heard.
 - Echo cancellation: ``tap(reference)`` hands every block written to the device, silence included, with its DAC
   time to a ``voicecli.audio.far_end.FarEndReference`` (a copy appended to a deque; resampled later, off this
   thread). That is the far end the canceller removes: exactly what was played, stamped when it was audible; a
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import threading
 import time
 from collections import deque
@@ -146,6 +152,21 @@ class _Block:
     pos: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """Frames `start`..`start + frames` of `block`, handed to the device to be heard at `dac` (see `hold`)."""
+
+    dac: float
+    block: _Block
+    start: int
+    frames: int
+
+
+PIECES_KEPT_S = 1.0
+"""How far back the callback's log of played pieces reaches: longer than any stream latency, so every piece the
+device may still hold is in it when `hold` flushes the device."""
+
+
 class Player:
     """Plays answers (float32 at ``source_rate``) on an output device; see the module docstring for the why."""
 
@@ -178,6 +199,8 @@ class Player:
         self._wake: Callable[[], None] | None = None
         self._reference: FarEndReference | None = None
         self._playing_out = False  # written audio not yet played out: the callback wakes the watcher when it is
+        self._held = False  # hold(): the callback plays silence and leaves the queue as it is
+        self._pieces: deque[_Piece] = deque()  # what the callback played lately, oldest first (see hold)
         self.stats = PlaybackStats()
         self._stream: Any = self._open_stream(latency, block_ms, stream_rate)
         self._resampler: StreamResampler | None = None
@@ -293,6 +316,8 @@ class Player:
                 if answer_id in interrupted or not timing.ended:
                     timing.cancelled = True
             self._current = None
+            self._held = False
+            self._pieces.clear()
             self._stop_pending = True
             self.stats.stop_requested_at = now
             self.stats.silence_at_dac_after_stop = None
@@ -307,6 +332,55 @@ class Player:
             self._stream.start()
         self._notify()
         return now
+
+    def hold(self) -> None:
+        """Pause whatever is playing, dropping nothing: silence from the next callback, the device flushed, and what
+        it held (never heard) back at the front of the queue. `release` plays on; `stop` drops it all."""
+        with self._lock:
+            if self._held:
+                return
+            self._held = True
+        if self._stream is None:
+            return
+        aborted_at = time.monotonic()
+        self._stream.abort()
+        with self._lock:
+            self._requeue_unheard(aborted_at)
+        if self._reference is not None:
+            self._reference.cut(aborted_at)  # what the device held was discarded, never played
+        self._stream.start()
+
+    def release(self) -> None:
+        """Play on after `hold` from the first sample not heard (nothing to do when not held)."""
+        with self._lock:
+            self._held = False
+        self._notify()
+
+    @property
+    def held(self) -> bool:
+        return self._held
+
+    def _requeue_unheard(self, flushed_at: float) -> None:
+        """Put the pieces (or their ends) due at the DAC at or after `flushed_at` back in front of the queue, in
+        order, and count them as not played. Called under the lock, with no callback running (the stream aborted)."""
+        rate = self.stream_rate
+        while self._pieces:
+            piece = self._pieces.pop()  # newest first: each goes in front of the ones put back before it
+            heard = max(0, math.ceil((flushed_at - piece.dac) * rate))
+            if heard >= piece.frames:
+                break  # this one and all older ones were heard
+            unheard = piece.frames - heard
+            start = piece.start + heard
+            self._queue.appendleft(_Block(piece.block.answer_id, piece.block.data[start : piece.start + piece.frames]))
+            self._queued_frames += unheard
+            self.stats.frames_played -= unheard
+            timing = self._timings[piece.block.answer_id]
+            timing.frames_played -= unheard
+            if timing.last_sample_at_dac is not None:
+                timing.last_sample_at_dac = min(timing.last_sample_at_dac, flushed_at)
+        self._pieces.clear()
+        if self._queue:
+            self._playing_out = True
 
     def watch(self, wake: Callable[[], None] | None) -> None:
         """Call `wake` (on the audio thread) when playback moves on; see the module docstring."""
@@ -345,7 +419,11 @@ class Player:
             filled = 0
             queue = self._queue
             head = queue[0].answer_id if queue else self._current  # the answer that plays next, or ran dry
-            waiting = head is not None and self._rebuffer.holding(head, self._queued_frames, self._timings[head].ended)
+            waiting = self._held or (
+                head is not None and self._rebuffer.holding(head, self._queued_frames, self._timings[head].ended))
+            pieces = self._pieces
+            while pieces and pieces[0].dac < now - PIECES_KEPT_S:
+                pieces.popleft()
             while filled < frames and queue and not waiting:
                 blk = queue[0]
                 n = min(frames - filled, blk.data.shape[0] - blk.pos)
@@ -362,6 +440,7 @@ class Player:
                         wake = True
                 timing.frames_played += n
                 timing.last_sample_at_dac = dac0 + (filled + n) / rate
+                pieces.append(_Piece(at, blk, blk.pos, n))
                 self._current = blk.answer_id
                 blk.pos += n
                 filled += n

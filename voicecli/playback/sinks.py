@@ -62,6 +62,18 @@ class PlayPosition(Protocol):
         ...
 
 
+@runtime_checkable
+class Holdable(Protocol):
+    """A sink whose voice can pause and play on without dropping anything (the speaker), for speech that may be a
+    barge-in (voicecli.listen.listener HoldVoice). Optional: a sink nobody hears has nothing to hold."""
+
+    def hold(self) -> None:
+        """Pause now, keeping everything written; `release` plays on, `stop` drops it."""
+        ...
+
+    def release(self) -> None: ...
+
+
 class FirstWrites:
     """"First played" taken at an answer's first write, for sinks whose audio is not timed by a device (kept, or
     played under another id): stamps it and wakes the watcher (see AudioSink.watch)."""

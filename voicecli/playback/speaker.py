@@ -27,7 +27,7 @@ class Speaker:
 
     def level_db(self) -> float:
         """Level of the audio being played (the echo gate compares the microphone with it); silence when idle."""
-        return self._level_db if self.player.queued_seconds > 0 else -120.0
+        return self._level_db if self.player.queued_seconds > 0 and not self.player.held else -120.0
 
     def finish(self, answer_id: str) -> None:
         self.player.end_answer(answer_id)
@@ -51,6 +51,12 @@ class Speaker:
 
     def stop(self) -> None:
         self.player.stop()
+
+    def hold(self) -> None:
+        self.player.hold()
+
+    def release(self) -> None:
+        self.player.release()
 
     def drained(self) -> bool:
         return self.player.wait_done(timeout=0)
