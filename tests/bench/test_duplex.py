@@ -164,22 +164,26 @@ def _interrupted(detect_after_s: float | None, spoken: str, played: str) -> Dupl
 
 
 def test_holds_for_the_users_speech_are_timed_and_the_others_counted_as_pauses_without_the_user() -> None:
-    """The first hold over the user's speech times how soon the answer's voice yielded; a hold in an echo-only
-    answer, or before the user spoke, is a pause no user made, released or not."""
+    """The first hold over the user's speech times how soon the answer's voice yielded (a second one between their
+    words is theirs too); a hold in an echo-only answer, or before the user spoke, is a pause no user made."""
     turn = _interrupted(0.25, "The ocean is a vast", "the ocean is a vast and")
     for line, at in ((TurnLine("voice_held", 0, "", at=103.5), 103.6), (TurnLine("voice_released", 0, "", at=103.7),
-                     103.8), (TurnLine("voice_held", 0, "", at=104.42), 104.5)):
+                     103.8), (TurnLine("voice_held", 0, "", at=104.42), 104.5),
+                     (TurnLine("voice_released", 0, "", at=104.6), 104.7),
+                     (TurnLine("voice_held", 0, "", at=104.8), 104.9)):
         turn.take(line.encode(), at)
     sample = turn.sample()
     assert sample.metrics["voice_held_ms"] == pytest.approx(120.0)
-    assert (sample.detail["false_holds"], len(sample.detail["releases_s"])) == (1, 1)
+    assert (sample.detail["false_holds"], len(sample.detail["releases_s"])) == (1, 2)
+    assert sample.detail["false_hold_pauses_ms"] == [pytest.approx(200.0)]
     echo = _turn("echo_only")
     echo.take(TurnLine("voice_held", 0, "", at=105.0).encode(), 105.1)
     echo.take(TurnLine("voice_released", 0, "", at=105.2).encode(), 105.3)
     quiet = echo.sample()
     assert quiet.metrics["voice_held_ms"] is None and quiet.detail["false_holds"] == 1
     aec = summary_by_mode([sample, quiet], ["aec"])["aec"]
-    assert (aec["voice_held_p50_ms"], aec["false_holds"], aec["holds_released"]) == (120.0, 2, 2)
+    assert (aec["voice_held_p50_ms"], aec["false_holds"], aec["holds_released"]) == (120.0, 2, 3)
+    assert aec["false_hold_pause_p50_ms"] == pytest.approx(200.0)  # 200 and 200
 
 
 def test_summary_by_mode_has_the_issues_schema_and_counts_per_echo_level(tmp_path: Path) -> None:
@@ -213,7 +217,7 @@ def test_summary_by_mode_has_the_issues_schema_and_counts_per_echo_level(tmp_pat
     result.extra["summary_by_mode"] = summary
     markdown = render_markdown(result)
     assert "| aec | all | 5 | 2 | **1** |" in markdown and "| aec | +6 dB |" in markdown
-    assert "| 300 | – / – | 0 | 0 | 30.0 |" in markdown  # stopped p50; nothing held in this run; ERLE
+    assert "| 300 | – / – | 0 (–) | 0 | 30.0 |" in markdown  # stopped p50; nothing held in this run; ERLE
     assert "= 5 vs 6 words" in markdown and "≠ 17 vs 4 words" in markdown
     assert "| 84 (81-97) |" in markdown  # the room's delay over the answer's pieces, beside their median
     assert "own latency 30.0 ms, the median of bursts at 30 / 190.5 / 28 ms" in markdown

@@ -20,6 +20,7 @@ from voicecli.config import Config
 from voicecli.listen.endpointing import Endpointer
 from voicecli.listen.listener import (
     HOLD_MAX_S,
+    HOLD_RELEASE_AFTER_S,
     HOLDS_RELEASED_MAX,
     BargeIn,
     EchoGate,
@@ -384,8 +385,8 @@ async def test_speech_over_the_answer_holds_its_voice_then_barges_in() -> None:
 
 
 async def test_a_blip_over_the_answer_holds_it_and_lets_it_play_on() -> None:
-    """A cough (5 windows) holds the voice and releases it at its first silent window; with the assistant quiet it
-    holds nothing."""
+    """A cough (5 windows) holds the voice and releases it HOLD_RELEASE_AFTER_S after its first silent window; with
+    the assistant quiet it holds nothing."""
     speaking = [True]
     listener, events = holding_listener(speaking)
     clock = [1000.0]
@@ -393,14 +394,26 @@ async def test_a_blip_over_the_answer_holds_it_and_lets_it_play_on() -> None:
     await feed_windows(listener, silence(0.256), clock)
     blip_from = clock[0]
     await feed_windows(listener, blip, clock)
-    await feed_windows(listener, silence(0.256), clock)
+    await feed_windows(listener, silence(HOLD_RELEASE_AFTER_S + 0.1), clock)
     assert voice_events(events) == ["HoldVoice", "ReleaseVoice"]
     release = next(e for e in events if isinstance(e, ReleaseVoice))
-    assert release.at == pytest.approx(blip_from + 6 * 0.032)
+    assert 0 <= release.at - (blip_from + 6 * 0.032 + HOLD_RELEASE_AFTER_S) < 0.032
     speaking[0] = False
     await feed_windows(listener, blip, clock)
-    await feed_windows(listener, silence(0.256), clock)
+    await feed_windows(listener, silence(HOLD_RELEASE_AFTER_S + 0.1), clock)
     assert voice_events(events) == ["HoldVoice", "ReleaseVoice"]
+
+
+async def test_a_pause_between_the_words_keeps_the_voice_held_until_the_barge_in() -> None:
+    """"Wait, | stop." over the answer: held on "Wait" (too short for a turn), still held through the comma's
+    pause (shorter than HOLD_RELEASE_AFTER_S), and "stop." is the barge-in: never released in between."""
+    listener, events = holding_listener([True])
+    clock = [1000.0]
+    await feed_windows(listener, silence(0.256), clock)
+    await feed_windows(listener, np.full(5 * 512, 0.1, dtype=np.float32), clock)
+    await feed_windows(listener, silence(0.32), clock)
+    await feed_windows(listener, np.full(10 * 512, 0.1, dtype=np.float32), clock)
+    assert voice_events(events) == ["HoldVoice", "BargeIn"]
 
 
 async def test_undecided_speech_holds_the_voice_at_most_hold_max_s() -> None:
@@ -426,7 +439,7 @@ async def test_after_holds_released_max_one_answer_is_no_longer_held() -> None:
     blip = np.full(5 * 512, 0.1, dtype=np.float32)
     for _ in range(HOLDS_RELEASED_MAX + 2):
         await feed_windows(listener, blip, clock)
-        await feed_windows(listener, silence(0.256), clock)
+        await feed_windows(listener, silence(HOLD_RELEASE_AFTER_S + 0.1), clock)
     assert voice_events(events) == ["HoldVoice", "ReleaseVoice"] * HOLDS_RELEASED_MAX
     speaking[0] = False
     await feed_windows(listener, silence(0.064), clock)  # quiet: the count starts again with the next answer

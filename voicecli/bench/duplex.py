@@ -312,11 +312,20 @@ class DuplexTurn:
         return sort_barge_ins(self.barge_ins, self.speech_start, self.speech_end)
 
     def hold_sorting(self) -> BargeIns:
-        """The holds as the barge-ins are sorted: the one the user's speech made (None: not held for it) and the
-        others, each a pause of the answer that no user speech caused (the echo's, unless released at once)."""
-        if not self.spoke_over_answer:
+        """The holds sorted like the barge-ins, except that every hold over the user's speech (to DETECT_WINDOW_S
+        after it) is theirs (an interruption's words, held and released between them): the first of those, and
+        the holds no user speech made (the echo's), each a pause of the answer."""
+        start, end = self.speech_start, self.speech_end
+        if not self.spoke_over_answer or start is None or end is None:
             return BargeIns(None, tuple(self.holds))
-        return sort_barge_ins(self.holds, self.speech_start, self.speech_end)
+        theirs = [t for t in self.holds if start <= t <= end + DETECT_WINDOW_S]
+        return BargeIns(min(theirs, default=None), tuple(t for t in self.holds if t not in theirs))
+
+    def pauses_ms(self, holds: Sequence[float]) -> list[float]:
+        """How long each of these holds paused the answer: to the release that followed it (none: ended by a
+        barge-in or by the answer's end, not counted)."""
+        return [(release - hold) * 1000 for hold in holds
+                if (release := next((r for r in sorted(self.releases) if r >= hold), None)) is not None]
 
     def history(self) -> HistoryCheck | None:
         line = self.interrupted_line
@@ -350,11 +359,12 @@ class DuplexTurn:
             "times_s": {name: None if value is None else round(value - self.played_at, 3) for name, value in (
                 ("answer_start", self.answer_start), ("answer_end", self.answer_end),
                 ("interruption_played", self.interruption_played_at), ("speech_start", self.speech_start),
-                ("playback_stopped", self.playback_stopped))},
+                ("speech_end", self.speech_end), ("playback_stopped", self.playback_stopped))},
             "barge_ins_s": [round(t - self.played_at, 3) for t in self.barge_ins],
             "holds_s": [round(t - self.played_at, 3) for t in self.holds],
             "releases_s": [round(t - self.played_at, 3) for t in self.releases],
             "false_holds": len(holds.false),
+            "false_hold_pauses_ms": [round(ms, 1) for ms in self.pauses_ms(holds.false)],
             "runaway": self.runaway,
             "speech_match": self.speech_match, "talk_over": self.talk_over,
             "echo_delay_ms": self.echo_delay_ms, "echo_correlation": self.echo_correlation,
@@ -378,6 +388,7 @@ def summary_for(samples: Sequence[Sample]) -> dict[str, Any]:
     detect = summarize(v for s in samples if (v := s.metrics.get("barge_in_detect_ms")) is not None)
     stopped = summarize(v for s in samples if (v := s.metrics.get("playback_stopped_ms")) is not None)
     held = summarize(v for s in samples if (v := s.metrics.get("voice_held_ms")) is not None)
+    pauses = summarize(ms for d in detail for ms in d.get("false_hold_pauses_ms", ()))
     felt = summarize(v for s in samples if (v := s.metrics.get("felt_latency_ms")) is not None)
     erle = [d["erle_db"] for d in detail if d["kind"] == "echo_only" and d["erle_db"] is not None]
     delays = summarize(d["echo_delay_ms"] for d in detail if d["echo_delay_ms"] is not None)
@@ -400,6 +411,7 @@ def summary_for(samples: Sequence[Sample]) -> dict[str, Any]:
         "voice_held_p95_ms": None if held is None else round(held.p95, 1),
         "false_holds": sum(d.get("false_holds", 0) for d in detail),
         "holds_released": sum(len(d.get("releases_s", ())) for d in detail),
+        "false_hold_pause_p50_ms": None if pauses is None else round(pauses.p50, 1),
         "erle_db": round(float(np.median(erle)), 1) if erle else None,
         "history_matches": sum(1 for c in checked if c["matches"]),
         "history_checked": len(checked),
@@ -938,7 +950,8 @@ def table_row(label: str, echo: str, row: dict[str, Any]) -> str:
             f"{row.get('barge_ins_in_double_talk_detected', '–')} / {row.get('barge_ins_in_double_talk', '–')} | "
             f"{_ms(row['barge_in_detect_p50_ms'])} / {_ms(row['barge_in_detect_p95_ms'])} | "
             f"{_ms(row['playback_stopped_p50_ms'])} | {_ms(row.get('voice_held_p50_ms'))} / "
-            f"{_ms(row.get('voice_held_p95_ms'))} | {row.get('false_holds', '–')} | {row.get('holds_released', '–')} | "
+            f"{_ms(row.get('voice_held_p95_ms'))} | {row.get('false_holds', '–')} "
+            f"({_ms(row.get('false_hold_pause_p50_ms'))}) | {row.get('holds_released', '–')} | "
             f"{_db(row['erle_db'])} | {history} | "
             f"{_ms(row['felt_latency_p50_ms'])} | {_ms(row['echo_delay_p50_ms'])} | "
             f"{_db(row['echo_to_voice_p50_db'])} |")
@@ -968,12 +981,12 @@ def render_markdown(result: BenchResult) -> str:
         f"{settings.get('barge_in_hold_ms', 0)} (audio.barge_in_hold_ms, 0: off).",
         "",
         "Voice held: from the user's first voiced sample to the app holding the answer's voice (a pause, nothing "
-        "dropped) for that speech; a hold without the user is a pause no user speech made (the echo's), and a "
-        "released hold played on where it paused.",
+        "dropped) for that speech; a hold without the user is a pause no user speech made (the echo's; its pause: "
+        "to the release that played on), and a released hold played on where it paused.",
         "",
         "| mode | echo over voice | answers | echo-only answers | false barge-ins | echo turns | barge-ins detected | "
         "of them in double talk | detect p50 / p95 ms | "
-        "playback stopped p50 ms | voice held p50 / p95 ms | holds without the user | holds released | "
+        "playback stopped p50 ms | voice held p50 / p95 ms | holds without the user (pause p50 ms) | holds released | "
         "ERLE dB | history = played | felt p50 ms | echo delay p50 ms | echo over voice, measured dB |",
         "|---|---|" + "---:|" * 16,
     ]

@@ -8,8 +8,9 @@ while the canceller cannot vouch for its output. Speech that reaches the endpoin
 barge-in: the app stops playback at once and answers the new turn. Sooner still (audio.barge_in_hold_ms of
 speech), the listener asks the app to hold the assistant's voice (HoldVoice: paused, nothing dropped): the user
 hears it yield as they start, and the answer's echo stops, so the canceller has the user's voice alone to pass
-(over a playing answer its suppressor holds a voice down). Speech that fades before barge_in_ms (a cough, a burst
-of echo the canceller let through) releases it (ReleaseVoice): a false start costs a pause, not the answer.
+(over a playing answer its suppressor holds a voice down). Speech that fades before barge_in_ms and stays away for
+HOLD_RELEASE_AFTER_S (a cough, a burst of echo the canceller let through) releases it (ReleaseVoice): a false start
+costs a pause, not the answer.
 
 Speculation: at a short pause (SpeechPaused) the utterance so far is transcribed at once. That draft does two
 things. It chooses the hang-over for this pause (voicecli.listen.turn_completion: a finished question is confirmed
@@ -123,8 +124,8 @@ class HoldVoice:
 
 @dataclass(frozen=True)
 class ReleaseVoice:
-    """The speech that held the assistant's voice faded before it was a barge-in (or held on, undecided, for
-    HOLD_MAX_S): play on where it paused."""
+    """The speech that held the assistant's voice faded before it was a barge-in and stayed away for
+    HOLD_RELEASE_AFTER_S (or held on, undecided, for HOLD_MAX_S): play on where it paused."""
 
     at: float
 
@@ -149,7 +150,14 @@ ListenEvent = (SpokenTurn | SpokenDraft | HangOver | PartialTranscript | DraftWi
 
 HOLD_MAX_S = 1.0
 """The longest the assistant's voice stays held on speech that neither fades nor becomes a barge-in (windows that
-stay between Silero's two thresholds keep a candidate alive): then it plays on."""
+stay between Silero's two thresholds keep a candidate alive) since its latest SpeechHint: then it plays on."""
+HOLD_RELEASE_AFTER_S = 0.4
+"""How long speech that held the voice must stay faded before the answer plays on; speech that comes back sooner
+keeps it held. Why: an interruption has pauses between its words, and one over the answer's echo is held down by the
+canceller's suppressor until the hold silences the echo. Released at the first silent window, every "Wait, stop."
+over the echo in bench duplex (duplex-20261205-hold: 5 of 5) was held on "Wait", released in the comma's pause, and
+"stop." went under the echo again, unheard. The pause in that recording, clean: 10 VAD windows (320 ms) below
+Silero's lower threshold. The price: a false hold (echo let through) pauses the answer this much longer."""
 HOLDS_RELEASED_MAX = 3
 """Holds that faded while one answer plays before the listener stops holding for it (until the assistant is quiet
 again; barge-in works as without holds). Why: where the answer's own echo reaches the detector (audio.echo = "off"
@@ -218,6 +226,7 @@ class Listener:
         self._onset_barged = False  # this speech's SpeechOnset was a barge-in already: its start is not another
         self._held_at: float | None = None  # when a HoldVoice went out that no BargeIn or ReleaseVoice answered yet
         self._released = 0  # holds released while the assistant has been speaking (HOLDS_RELEASED_MAX)
+        self._faded_at: float | None = None  # when the speech that holds the voice faded (HOLD_RELEASE_AFTER_S)
 
     async def run(self) -> None:
         self.microphone.start()
@@ -259,7 +268,8 @@ class Listener:
             samples = np.zeros_like(samples)  # gated: the detector hears silence, so a turn in progress still ends
         for event in self.detector.feed(samples, block.at):
             self._event(event)
-        if self._held_at is not None and block.at - self._held_at >= HOLD_MAX_S:
+        if self._held_at is not None and (block.at - self._held_at >= HOLD_MAX_S or (
+                self._faded_at is not None and block.at - self._faded_at >= HOLD_RELEASE_AFTER_S)):
             self._release(block.at)
         if self._released and self._held_at is None and not self.gate.is_speaking():
             self._released = 0
@@ -282,12 +292,15 @@ class Listener:
 
     def _event(self, event: TurnEvent) -> None:
         if isinstance(event, SpeechHint):  # audio.barge_in_hold_ms of speech: hold the voice, decide later
-            if self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX:
+            if self._held_at is not None:  # speech back before the hold ran out: still held, from now
+                self._held_at, self._faded_at = event.at, None
+            elif self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX:
                 self._held_at = event.at
                 self._on_event(HoldVoice(event.at))
             return
         if isinstance(event, SpeechFaded):
-            self._release(event.at)
+            if self._held_at is not None:
+                self._faded_at = event.at
             return
         if isinstance(event, SpeechOnset):  # audio.barge_in_ms of speech: enough to stop the assistant for
             self._onset_barged = self.gate.is_speaking()
@@ -322,12 +335,12 @@ class Listener:
             self._spawn(self._finish(future, marks, len(event.audio) / SPEECH_RATE, event.turn))
 
     def _barge_in(self, at: float) -> None:
-        self._held_at = None  # the barge-in answers the hold: the app stops what it held
+        self._held_at = self._faded_at = None  # the barge-in answers the hold: the app stops what it held
         self._on_event(BargeIn(at))
 
     def _release(self, at: float) -> None:
         if self._held_at is not None:
-            self._held_at = None
+            self._held_at = self._faded_at = None
             self._released += 1
             self._on_event(ReleaseVoice(at))
 
