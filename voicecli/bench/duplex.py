@@ -322,10 +322,15 @@ class DuplexTurn:
         return BargeIns(min(theirs, default=None), tuple(t for t in self.holds if t not in theirs))
 
     def pauses_ms(self, holds: Sequence[float]) -> list[float]:
-        """How long each of these holds paused the answer: to the release that followed it (none: ended by a
-        barge-in or by the answer's end, not counted)."""
-        return [(release - hold) * 1000 for hold in holds
-                if (release := next((r for r in sorted(self.releases) if r >= hold), None)) is not None]
+        """How long each of these holds paused the answer: to the release that ended it (one a barge-in ended
+        stopped the answer instead, and is not counted)."""
+        ends = sorted([(t, True) for t in self.releases] + [(t, False) for t in self.barge_ins])
+        out: list[float] = []
+        for hold in holds:
+            end = next((e for e in ends if e[0] >= hold), None)
+            if end is not None and end[1]:
+                out.append((end[0] - hold) * 1000)
+        return out
 
     def history(self) -> HistoryCheck | None:
         line = self.interrupted_line

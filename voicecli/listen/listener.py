@@ -151,13 +151,15 @@ ListenEvent = (SpokenTurn | SpokenDraft | HangOver | PartialTranscript | DraftWi
 HOLD_MAX_S = 1.0
 """The longest the assistant's voice stays held on speech that neither fades nor becomes a barge-in (windows that
 stay between Silero's two thresholds keep a candidate alive) since its latest SpeechHint: then it plays on."""
-HOLD_RELEASE_AFTER_S = 0.4
+HOLD_RELEASE_AFTER_S = 0.55
 """How long speech that held the voice must stay faded before the answer plays on; speech that comes back sooner
 keeps it held. Why: an interruption has pauses between its words, and one over the answer's echo is held down by the
 canceller's suppressor until the hold silences the echo. Released at the first silent window, every "Wait, stop."
-over the echo in bench duplex (duplex-20261205-hold: 5 of 5) was held on "Wait", released in the comma's pause, and
-"stop." went under the echo again, unheard. The pause in that recording, clean: 10 VAD windows (320 ms) below
-Silero's lower threshold. The price: a false hold (echo let through) pauses the answer this much longer."""
+missed over the echo in bench duplex (duplex-20261205-hold: 5 of 5) was held on "Wait", released in the comma's
+pause, and "stop." went under the echo again, unheard. The pause in that recording, clean: 10 VAD windows (320 ms)
+below Silero's lower threshold; from the fading to the next word's hold (3 windows into it) 443-481 ms over the
+echo (duplex-20261205-holdgrace, at 0.4 s: released, then held again 43-81 ms later). The price: a false hold (echo
+let through) pauses the answer this much longer."""
 HOLDS_RELEASED_MAX = 3
 """Holds that faded while one answer plays before the listener stops holding for it (until the assistant is quiet
 again; barge-in works as without holds). Why: where the answer's own echo reaches the detector (audio.echo = "off"
