@@ -369,7 +369,7 @@ class AudioSettings:
     barge-in waits for the turn's start."""
     barge_in_hold_ms: int
     """Speech that pauses the assistant's voice while the listener finds out whether it is a barge-in (resumed
-    if it fades first); 0 or >= barge_in_ms: off."""
+    if it fades first); 0, or not shorter than the barge-in (or a turn's start, 250 ms): off."""
     partial_ms: int
     """Decode the growing utterance after every this much of it while the user speaks (0: off)."""
     speculative_answers: bool

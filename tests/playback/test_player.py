@@ -94,6 +94,16 @@ def _measure(name: str, value: float, unit: str) -> None:
     print(f"MEASURE {name} = {value:.4g} {unit}")
 
 
+def _play_for(player: Player, samples: NDArray[np.float32], answer_id: str, seconds: float) -> None:
+    """Write a whole answer and return once it has been audible for `seconds`."""
+    player.write(samples, answer_id)
+    player.end_answer(answer_id)
+    deadline = time.monotonic() + 10
+    while player.first_audible(answer_id) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(seconds)
+
+
 def _record_while(pulse: PrivatePulse) -> Recorder:
     rec = pulse.record(rate=CAP_RATE)
     time.sleep(0.3)  # parec's first buffers
@@ -175,12 +185,7 @@ def test_stop_silences_within_about_one_block_plus_latency(
     rec = _record_while(pulse)
     with Player() as player:
         player.tap(far_end)
-        player.write(long_speech, "a2")
-        player.end_answer("a2")
-        deadline = time.monotonic() + 10
-        while player.first_audible("a2") is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(1.0)
+        _play_for(player, long_speech, "a2", 1.0)
         stopped_at = player.stop(flush_device=flush_device)
         played = player.timing("a2")
         player.write(long_speech[:2400], "a2")  # a late chunk of the interrupted answer is dropped
@@ -337,12 +342,7 @@ def test_hold_pauses_at_once_and_release_plays_on_from_the_first_sample_not_hear
     sweep = (0.3 * np.sin(2 * np.pi * (200 * t + 225 * t * t))).astype(np.float32)  # 200 -> 2,000 Hz, no silence
     rec = _record_while(pulse)
     with Player() as player:
-        player.write(sweep, "h")
-        player.end_answer("h")
-        deadline = time.monotonic() + 10
-        while player.first_audible("h") is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(1.0)
+        _play_for(player, sweep, "h", 1.0)
         held_at = time.monotonic()
         player.hold()
         time.sleep(0.6)
