@@ -338,17 +338,18 @@ class DuplexTurn:
             return None
         return check_history(line.text, line.spoken if line.spoken is not None else line.text, self.played_text)
 
+    def _after_speech_ms(self, at: float | None) -> float | None:
+        """How long after the user's interruption began `at` came (None: either unknown)."""
+        return None if at is None or self.speech_start is None else (at - self.speech_start) * 1000
+
     def sample(self) -> Sample:
         sorting = self.barge_in_sorting()
-        detect = (None if sorting.detected_at is None or self.speech_start is None
-                  else (sorting.detected_at - self.speech_start) * 1000)
-        stopped = (None if self.playback_stopped is None or self.speech_start is None or detect is None
-                   else (self.playback_stopped - self.speech_start) * 1000)
+        detect = self._after_speech_ms(sorting.detected_at)
+        stopped = None if detect is None else self._after_speech_ms(self.playback_stopped)
         felt = (None if self.question_end is None or self.answer_start is None
                 else (self.answer_start - self.question_end) * 1000)
         holds = self.hold_sorting()
-        held = (None if holds.detected_at is None or self.speech_start is None
-                else (holds.detected_at - self.speech_start) * 1000)
+        held = self._after_speech_ms(holds.detected_at)
         history = self.history()
         line = self.interrupted_line
         return Sample(self.mode, 0.0, self.turn, {

@@ -266,7 +266,6 @@ class Endpointer:
         self._onset_windows = onset if onset < self._min_speech_windows else 0  # 0: no SpeechOnset
         hint = _windows(hint_ms)
         self._hint_windows = hint if hint < (self._onset_windows or self._min_speech_windows) else 0  # 0: none
-        self._hinted = False  # the candidate speech was reported by a SpeechHint (its fading will be too)
         self._tail_windows = _windows(tail_ms)
         self._reset_windows = _windows(vad_reset_ms)  # 0: never
         self._quiet_windows = 0  # consecutive windows without speech between turns (for vad_reset_ms)
@@ -283,6 +282,7 @@ class Endpointer:
     def _reset_turn_state(self) -> None:
         self._candidate: list[Audio] = []
         self._candidate_voiced = 0
+        self._hinted = False  # the candidate was reported by a SpeechHint (its fading will be too)
         self._in_speech = False
         self._utterance: list[Audio] = []
         self._last_speech_index = -1  # index in _utterance of the last window at/above threshold
@@ -346,7 +346,6 @@ class Endpointer:
         self._pre_roll.clear()
         self._pending = np.zeros(0, dtype=np.float32)
         self._speech_probability = 0.0
-        self._hinted = False
         self._reset_turn_state()
 
     def feed(self, block: Audio, at: float | None = None) -> list[TurnEvent]:
