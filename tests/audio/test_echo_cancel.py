@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.audio.echo_mixtures import Mixture, mixture, rms, speech
-from voicecli.audio.echo_cancel import EchoCanceller, EchoStats, erle_db
+from voicecli.audio.echo_cancel import FRAME, EchoCanceller, EchoStats, erle_db
 from voicecli.audio.far_end import FarEndReference
 from voicecli.audio.rates import SPEECH_RATE
 from voicecli.audio.resample import resample
@@ -75,22 +75,26 @@ def test_echo_removed_and_near_end_kept(delay_ms: int, echo_db: float) -> None:
     assert canceller.trusted and canceller.stats.clear_estimates >= 1
 
 
-def two_answers(first_delay_s: float, second_delay_s: float) -> tuple[Mixture, int]:
-    """Two answers with a second of silence after each, the echo's delay changing between them; and where the
-    second starts."""
+ANSWER_SPEECH = (("q01.wav", "q03.wav"), ("q05.wav", "q07.wav"), ("q02.wav", "q04.wav"))
+
+
+def answers(*delays_s: float) -> tuple[Mixture, list[int]]:
+    """Answers with a second of silence after each, the echo's delay changing between them (one delay each); and
+    where each starts."""
     gap = np.zeros(SPEECH_RATE, np.float32)
-    first = mixture(np.concatenate([speech("q01.wav", "q03.wav"), gap]), None, first_delay_s, 6.0)
-    second = mixture(np.concatenate([speech("q05.wav", "q07.wav"), gap]), None, second_delay_s, 6.0)
-    both = Mixture(np.concatenate([first.far, second.far]), np.concatenate([first.capture, second.capture]),
-                   np.zeros(len(first.far) + len(second.far), np.float32), slice(0, 0))
-    return both, len(first.far)
+    parts = [mixture(np.concatenate([speech(*ANSWER_SPEECH[i]), gap]), None, delay, 6.0)
+             for i, delay in enumerate(delays_s)]
+    starts = [sum(len(p.far) for p in parts[:i]) for i in range(len(parts))]
+    far = np.concatenate([p.far for p in parts])
+    return Mixture(far, np.concatenate([p.capture for p in parts]), np.zeros(len(far), np.float32),
+                   slice(0, 0)), starts
 
 
 def test_a_shorter_echo_delay_is_followed_within_the_answer() -> None:
     """The echo path's delay falls by 80 ms between two answers (a stream restarted, a sound server that caught up):
     AEC3 alone leaked the second answer's echo for ~3 s (8-9 dB ERLE over it); the canceller follows the change once
     two estimates agree, without restarting AEC3, so from 1 s into the answer the echo is gone again."""
-    both, second_at = two_answers(0.14, 0.06)
+    both, (_, second_at) = answers(0.14, 0.06)
     out, canceller = run(both)
     start = second_at + SPEECH_RATE  # 1 s into the second answer
     end = len(both.far) - SPEECH_RATE
@@ -105,12 +109,27 @@ def test_a_change_of_a_few_ms_is_left_to_aec3() -> None:
     """The echo comes 4 ms later from the second answer on (a sound server's jitter): under FOLLOW_MIN_S, so the
     reference is not shifted (each shift makes AEC3 re-find its alignment; following every change of 2 ms and more
     cost 2-5 dB of median ERLE per answer on the recordings of three bench duplex runs), and AEC3 cancels on."""
-    both, second_at = two_answers(0.08, 0.084)
+    both, (_, second_at) = answers(0.08, 0.084)
     out, canceller = run(both)
     assert canceller._shift == 0  # never shifted: the first estimate is inside AEC3's range, the change under 6 ms
     start = second_at + SPEECH_RATE // 2
     end = len(both.far) - SPEECH_RATE
     erle = erle_db(both.capture[start:end], out[start:end])
+    assert erle >= 25.0, f"ERLE {erle:.1f} dB"
+
+
+def test_follows_that_add_up_past_a_frame_ahead_do_not_restart_aec3() -> None:
+    """The delay falls 6.5 ms twice (stream restarts): the first change is followed 6.5 ms ahead of the capture's
+    time, the second would need 13 ms ahead. The shift stops a frame (10 ms) ahead and AEC3 takes the 3 ms left
+    instead of being restarted (a restart leaves the echo uncancelled for its first ~1.5 s: in bench duplex its
+    tail at the answer's end barged in)."""
+    mix, (_, _, third_at) = answers(0.08, 0.0735, 0.067)
+    out, canceller = run(mix)
+    assert canceller._shift == -FRAME
+    assert canceller._adapted == canceller.stats.far_frames  # never restarted since the first frame
+    start = third_at + SPEECH_RATE // 2
+    end = len(mix.far) - SPEECH_RATE
+    erle = erle_db(mix.capture[start:end], out[start:end])
     assert erle >= 25.0, f"ERLE {erle:.1f} dB"
 
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from tests.pulse import PrivatePulse
+from voicecli.audio.levels import rms_dbfs
 from voicecli.playback.player import Player
 from voicecli.playback.sinks import PlayPosition
-from voicecli.playback.speaker import Speaker
+from voicecli.playback.speaker import ECHO_TAIL_S, Speaker
 
 pytestmark = pytest.mark.slow  # real-time playback on a PulseAudio daemon
 
@@ -50,3 +51,32 @@ def test_the_position_at_a_stop_is_what_the_speaker_played(pulse: PrivatePulse) 
     print(f"MEASURE speaker_position_at_stop {played:.3f} s, recorded {heard_s:.3f} s")
     assert played is not None and stopped - written - 0.4 < played <= stopped - written  # the device latency less
     assert abs(played - heard_s) < TOLERANCE_S
+
+
+def test_the_level_stays_up_for_the_echo_tail_after_the_last_sample_and_after_a_hold(pulse: PrivatePulse) -> None:
+    """The echo gate compares the microphone with `level_db`: it must cover the answer's echo still on its way after
+    the queue emptied (the device's latency) and after the DAC (ECHO_TAIL_S), then fall silent; a hold flushes the
+    device, so the tail counts from the hold."""
+    tone = (0.3 * np.sin(2 * np.pi * 440 * np.arange(RATE // 2) / RATE)).astype(np.float32)
+    speaker = Speaker(Player())
+    try:
+        time.sleep(0.3)
+        assert speaker.level_db() == -120.0  # nothing played yet
+        speaker.write(tone, "a1")
+        speaker.finish("a1")
+        assert speaker.player.wait_done(timeout=5)
+        ended = speaker.player.sounding_until
+        assert abs(time.monotonic() - ended) < 0.05
+        assert abs(speaker.level_db() - rms_dbfs(tone)) < 0.01  # the answer's level: its echo may still come
+        time.sleep(max(0.0, ended + ECHO_TAIL_S + 0.02 - time.monotonic()))
+        assert speaker.level_db() == -120.0
+        speaker.write(np.concatenate([tone] * 8), "a2")  # 4 s
+        time.sleep(1.0)
+        speaker.player.hold()
+        held = time.monotonic()
+        assert speaker.player.sounding_until <= held  # flushed: nothing more leaves the DAC
+        assert abs(speaker.level_db() - rms_dbfs(tone)) < 0.01
+        time.sleep(max(0.0, held + ECHO_TAIL_S + 0.02 - time.monotonic()))
+        assert speaker.level_db() == -120.0  # held: nothing sounds, and the echo is over
+    finally:
+        speaker.close()

@@ -350,7 +350,15 @@ class EchoCanceller:
 
     def _use(self, estimate: DelayEstimate) -> None:
         """Align the reference by a clear estimate: on the first, shift only when the delay is outside what AEC3
-        tracks by itself; later, follow a confirmed change of the bulk delay (see the module docstring)."""
+        tracks by itself; later, follow a confirmed change of the bulk delay (see the module docstring).
+
+        The reference is never read more than a frame ahead of the capture's time (the player may not have written
+        further). When following a shorter delay would need more, the shift stops a frame ahead and AEC3 is left
+        the rest as long as that is under FOLLOW_MIN_S, what it follows unaided; only a larger rest restarts it.
+        Why: the bulk delay wanders by 6-14 ms with each stream restart (every hold and barge-in flushes the
+        device), so follows add up; a restart instead of the last few ms cost a bench duplex run its one false
+        barge-in (duplex-diag, 2026-12-05: a 7 ms follow at 14.8 ms ahead restarted AEC3 0.7 s before the answer
+        ended, and the echo's tail, no longer cancelled, held the voice and barged in)."""
         self.delay = estimate
         bulk = estimate.lag - self._lookahead
         candidate, self._candidate = self._candidate, bulk
@@ -361,6 +369,8 @@ class EchoCanceller:
                 abs(bulk - candidate) > AGREE_S * self.rate:
             return
         kept = self._shift + (bulk - self._aligned)  # AEC3 keeps seeing the echo where it has learnt it
+        if -FRAME - FOLLOW_MIN_S * self.rate <= kept < -FRAME:
+            kept = -FRAME  # no further ahead than the player surely wrote: AEC3 takes the few ms left itself
         if kept >= -FRAME and bulk - kept <= AEC3_RANGE_S * self.rate:
             log.info("echo delay %.1f ms (was %.1f): reference shifted by %.1f ms to follow it",
                      bulk / self.rate * 1000, self._aligned / self.rate * 1000, kept / self.rate * 1000)

@@ -327,6 +327,8 @@ class Player:
         if flush_device and self._stream is not None:
             aborted_at = time.monotonic()
             self._stream.abort()
+            with self._lock:
+                self._last_dac_end = min(self._last_dac_end, aborted_at)
             if self._reference is not None:
                 self._reference.cut(aborted_at)  # what the device held was discarded, never played
             self._stream.start()
@@ -346,6 +348,7 @@ class Player:
         self._stream.abort()
         with self._lock:
             self._requeue_unheard(aborted_at)
+            self._last_dac_end = min(self._last_dac_end, aborted_at)
         if self._reference is not None:
             self._reference.cut(aborted_at)  # what the device held was discarded, never played
         self._stream.start()
@@ -359,6 +362,13 @@ class Player:
     @property
     def held(self) -> bool:
         return self._held
+
+    @property
+    def sounding_until(self) -> float:
+        """Monotonic time the last sample handed to the device leaves the DAC (the flush, after a hold or a stop
+        that flushed it); 0.0 before anything was played."""
+        with self._lock:
+            return self._last_dac_end
 
     def _requeue_unheard(self, flushed_at: float) -> None:
         """Put the pieces (or their ends) due at the DAC at or after `flushed_at` back in front of the queue, in

@@ -12,6 +12,14 @@ from voicecli.config import Config
 from voicecli.playback.player import Player
 from voicecli.playback.sinks import AudioSink, CollectingSink
 
+ECHO_TAIL_S = 0.3
+"""How long after the last sample left the DAC (the answer's end, or the flush of a hold or a stop) its echo may
+still reach the microphone: the acoustic path and capture buffering (the bulk delay, 30-190 ms in bench duplex)
+plus the room's reverberation (a 0.3 s RT60 is down 20 dB after 0.1 s). Why it matters: the queue empties a device
+latency before the last sound, so the level gate opened while the echo of the answer's last words was still coming
+in; where the canceller was not yet relied on (restarted 0.7 s before), that tail held the voice and barged in
+(bench duplex, duplex-diag 2026-12-05)."""
+
 
 class Speaker:
     """Plays each answer as its samples arrive; reports when the first audible sample reached the device."""
@@ -26,8 +34,12 @@ class Speaker:
         self.player.write(samples, answer_id)
 
     def level_db(self) -> float:
-        """Level of the audio being played (the echo gate compares the microphone with it); silence when idle."""
-        return self._level_db if self.player.queued_seconds > 0 and not self.player.held else -120.0
+        """Level of the audio being played (the echo gate compares the microphone with it), and of the last played
+        for ECHO_TAIL_S after it left the DAC; silence otherwise."""
+        player = self.player
+        if (player.queued_seconds > 0 and not player.held) or time.monotonic() < player.sounding_until + ECHO_TAIL_S:
+            return self._level_db
+        return -120.0
 
     def finish(self, answer_id: str) -> None:
         self.player.end_answer(answer_id)
