@@ -41,6 +41,7 @@ from __future__ import annotations
 import importlib
 import logging
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -112,6 +113,11 @@ LATE_S: Final = 0.05
 LATE_FOR_S: Final = 1.0
 """Capture callbacks that all come more than LATE_S after the capture timeline for LATE_FOR_S restart it (see
 EchoCanceller._place); a burst after a stall does not."""
+
+READ_AHEAD_WINDOWS: Final = 10
+"""Tracking windows (2 s) over which the least read-ahead the player allowed is kept (`_read_ahead_limit`)."""
+
+_NOT_SEEN: Final = 1 << 62
 
 CONVERGE_S: Final = 1.5
 """Far-end audio AEC3 must have processed (since it started or was reset) before its output is relied on: an adapting
@@ -230,6 +236,8 @@ class EchoCanceller:
         self._candidate: int | None = None  # the bulk delay of the latest clear estimate
         self._adapted = 0  # far-end frames processed since AEC3 started or was reset
         self._quiet_windows = 0  # tracking windows in which the far end played and the capture stayed quiet
+        self._ahead_min = _NOT_SEEN  # the least the reference reached past the capture since the last track
+        self._ahead_mins: deque[int] = deque(maxlen=READ_AHEAD_WINDOWS)
         self.trusted = True
         """False while the far end is heard but its delay cannot be estimated: use the level gate meanwhile."""
 
@@ -275,12 +283,15 @@ class EchoCanceller:
         self._count += n
         if usable == 0:
             return np.zeros(0, np.float32), at
+        self._ahead_min = min(self._ahead_min, self.reference.end - (first + usable))
         far = self.reference.read_index(first - self._shift, usable)
         cancelled = np.asarray(self._apm.process(pending[:usable], far), dtype=np.float32)
         out = cancelled if self.echo_heard else pending[:usable]  # AEC3 adapts either way
         self._account(pending[:usable], out, far)
         if self._since_estimate >= self._track_every:
             self._since_estimate = 0
+            self._ahead_mins.append(self._ahead_min)
+            self._ahead_min = _NOT_SEEN
             self._track(anchor + self._count)
         return out, at - len(self._carry) / self.rate
 
@@ -352,13 +363,14 @@ class EchoCanceller:
         """Align the reference by a clear estimate: on the first, shift only when the delay is outside what AEC3
         tracks by itself; later, follow a confirmed change of the bulk delay (see the module docstring).
 
-        The reference is never read more than a frame ahead of the capture's time (the player may not have written
-        further). When following a shorter delay would need more, the shift stops a frame ahead and AEC3 is left
-        the rest as long as that is under FOLLOW_MIN_S, what it follows unaided; only a larger rest restarts it.
-        Why: the bulk delay wanders by 6-14 ms with each stream restart (every hold and barge-in flushes the
-        device), so follows add up; a restart instead of the last few ms cost a bench duplex run its one false
-        barge-in (duplex-diag, 2026-12-05: a 7 ms follow at 14.8 ms ahead restarted AEC3 0.7 s before the answer
-        ended, and the echo's tail, no longer cancelled, held the voice and barged in)."""
+        A follow may read the reference ahead of the capture's time as far as the player has surely written it
+        (`_read_ahead_limit`); only a change beyond that restarts AEC3. Why: the bulk delay wanders by 6-14 ms
+        with each stream restart (every hold and barge-in flushes the device), so follows of a shorter delay add
+        up; with the old limit of one frame ahead, a 7 ms follow that needed 14.8 ms restarted AEC3 0.7 s before
+        an answer ended, and the echo's tail, no longer cancelled, held the voice and barged in (a diagnostic
+        bench duplex run, 2026-12-05). Stopping at a frame ahead and leaving AEC3 the rest instead was worse:
+        the delay AEC3 sees then shrinks a little at each such follow and never grows back, and a run had 7 false
+        barge-ins."""
         self.delay = estimate
         bulk = estimate.lag - self._lookahead
         candidate, self._candidate = self._candidate, bulk
@@ -369,14 +381,20 @@ class EchoCanceller:
                 abs(bulk - candidate) > AGREE_S * self.rate:
             return
         kept = self._shift + (bulk - self._aligned)  # AEC3 keeps seeing the echo where it has learnt it
-        if -FRAME - FOLLOW_MIN_S * self.rate <= kept < -FRAME:
-            kept = -FRAME  # no further ahead than the player surely wrote: AEC3 takes the few ms left itself
-        if kept >= -FRAME and bulk - kept <= AEC3_RANGE_S * self.rate:
+        if kept >= -self._read_ahead_limit() and bulk - kept <= AEC3_RANGE_S * self.rate:
             log.info("echo delay %.1f ms (was %.1f): reference shifted by %.1f ms to follow it",
                      bulk / self.rate * 1000, self._aligned / self.rate * 1000, kept / self.rate * 1000)
             self._shift, self._aligned = kept, bulk
         else:
             self._align(bulk, self._initial_shift(bulk), estimate.clarity)
+
+    def _read_ahead_limit(self) -> int:
+        """How far ahead of the capture's time the reference may be read: what the player had written past the
+        newest capture sample, at the least over the last READ_AHEAD_WINDOWS tracking windows, less a frame for
+        jitter; a frame at least (the old fixed limit)."""
+        if not self._ahead_mins:
+            return FRAME
+        return max(FRAME, min(self._ahead_mins) - FRAME)
 
     def _initial_shift(self, bulk: int) -> int:
         """The shift for a bulk delay AEC3 has not adapted to: none when AEC3 tracks it itself, else a small causal

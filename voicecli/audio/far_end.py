@@ -162,6 +162,12 @@ class FarEndReference:
         return self._reanchors
 
     @property
+    def end(self) -> int:
+        """The absolute index (see ``index``) one past the newest sample handed to the device."""
+        self._absorb()
+        return self._end
+
+    @property
     def played_until(self) -> float | None:
         """Monotonic time just past the newest sample known to have been handed to the device."""
         self._absorb()
