@@ -19,7 +19,10 @@ hears the far end but yields no clear delay for `UNCLEAR_S` makes the canceller 
 can fall back to the level gate; a clear estimate trusts it again.
 
 When the bulk delay changes later (a device's latency after a stream restart, a sound server that fell behind), the
-reference is shifted by the change, without a reset, so AEC3 keeps seeing the alignment it adapted to. Why not leave
+reference is shifted by the change, without a reset, so AEC3 keeps seeing the alignment it adapted to; for a shorter
+delay that means reading the reference ahead of the capture's time, which works as far as the player has written it
+(its device latency ahead, ~70 ms here). Each hold and barge-in restarts the output stream and moves the delay by
+6-14 ms, so these shifts add up over a session; only a change beyond that restarts AEC3 (see `_use`). Why not leave
 it to AEC3: it follows a longer delay within ~0.5 s, but a shorter one slowly (measured on a synthetic room, answers
 whose delay fell by 80 ms: 8-9 dB ERLE over the answer, ~3 s of leaking echo; followed here: the first ~0.5 s of the
 answer, before two estimates agree on the new delay, then ~60 dB). Why two agreeing estimates: one estimate can land
