@@ -66,7 +66,7 @@ def test_the_level_stays_up_for_the_echo_tail_after_the_last_sample_and_after_a_
         speaker.finish("a1")
         assert speaker.player.wait_done(timeout=5)
         ended = speaker.player.sounding_until
-        assert abs(time.monotonic() - ended) < 0.05
+        assert time.monotonic() - ended < 0.2  # wait_done returns as the last sample leaves the DAC
         assert abs(speaker.level_db() - rms_dbfs(tone)) < 0.01  # the answer's level: its echo may still come
         time.sleep(max(0.0, ended + ECHO_TAIL_S + 0.02 - time.monotonic()))
         assert speaker.level_db() == -120.0

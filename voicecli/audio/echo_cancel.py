@@ -121,6 +121,7 @@ READ_AHEAD_WINDOWS: Final = 10
 """Tracking windows (2 s) over which the least read-ahead the player allowed is kept (`_read_ahead_limit`)."""
 
 _NOT_SEEN: Final = 1 << 62
+"""No capture frame was processed since the last track (nothing to bound the read-ahead with)."""
 
 CONVERGE_S: Final = 1.5
 """Far-end audio AEC3 must have processed (since it started or was reset) before its output is relied on: an adapting
@@ -293,7 +294,8 @@ class EchoCanceller:
         self._account(pending[:usable], out, far)
         if self._since_estimate >= self._track_every:
             self._since_estimate = 0
-            self._ahead_mins.append(self._ahead_min)
+            if self._ahead_min != _NOT_SEEN:
+                self._ahead_mins.append(self._ahead_min)
             self._ahead_min = _NOT_SEEN
             self._track(anchor + self._count)
         return out, at - len(self._carry) / self.rate
