@@ -325,13 +325,7 @@ class Player:
             self._rebuffer.cancel()
             self._drained.notify_all()
         if flush_device and self._stream is not None:
-            aborted_at = time.monotonic()
-            self._stream.abort()
-            with self._lock:
-                self._last_dac_end = min(self._last_dac_end, aborted_at)
-            if self._reference is not None:
-                self._reference.cut(aborted_at)  # what the device held was discarded, never played
-            self._stream.start()
+            self._flush_device()  # nothing is put back: the log of played pieces was cleared above
         self._notify()
         return now
 
@@ -342,15 +336,21 @@ class Player:
             if self._held:
                 return
             self._held = True
-        if self._stream is None:
-            return
+        if self._stream is not None:
+            self._flush_device()
+
+    def _flush_device(self) -> None:
+        """Abort and restart the stream, discarding what PortAudio and the sound server held: the pieces of it still
+        in the log of played pieces go back to the front of the queue, unheard; nothing leaves the DAC after the
+        flush, and the far-end reference is cut there (that audio was never played)."""
+        assert self._stream is not None
         aborted_at = time.monotonic()
         self._stream.abort()
         with self._lock:
             self._requeue_unheard(aborted_at)
             self._last_dac_end = min(self._last_dac_end, aborted_at)
         if self._reference is not None:
-            self._reference.cut(aborted_at)  # what the device held was discarded, never played
+            self._reference.cut(aborted_at)
         self._stream.start()
 
     def release(self) -> None:

@@ -14,7 +14,7 @@ from voicecli.playback.sinks import AudioSink, CollectingSink
 
 ECHO_TAIL_S = 0.3
 """How long after the last sample left the DAC (the answer's end, or the flush of a hold or a stop) its echo may
-still reach the microphone: the acoustic path and capture buffering (the bulk delay, 30-190 ms in bench duplex)
+still reach the microphone: the acoustic path and capture buffering (the bulk delay, 30-125 ms in bench duplex)
 plus the room's reverberation (a 0.3 s RT60 is down 20 dB after 0.1 s). Why it matters: the queue empties a device
 latency before the last sound, so the level gate opened while the echo of the answer's last words was still coming
 in; where the canceller was not yet relied on (restarted 0.7 s before), that tail held the voice and barged in
