@@ -20,8 +20,11 @@ CAPTURE_LATENCY_S = 0.03  # callback time minus the time the sound reached the m
 
 
 def run(mix: Mixture, canceller: EchoCanceller | None = None,
-        late: Callable[[int], float] | None = None) -> tuple[np.ndarray, EchoCanceller]:
-    """`late(end)`: how much later than its sound the callback of the block ending at sample `end` runs (a stall)."""
+        late: Callable[[int], float] | None = None, cut_at: tuple[int, ...] = (),
+        watch: Callable[[int, EchoCanceller], None] | None = None) -> tuple[np.ndarray, EchoCanceller]:
+    """`late(end)`: how much later than its sound the callback of the block ending at sample `end` runs (a stall).
+    `cut_at`: samples of the far end at which the output stream is restarted (the player's flush: the reference is
+    cut there, between two pushes). `watch(end, canceller)`: called after each block."""
     rng = np.random.default_rng(5)
     reference = FarEndReference(keep_s=4.0)
     canceller = canceller or EchoCanceller(reference)
@@ -33,11 +36,15 @@ def run(mix: Mixture, canceller: EchoCanceller | None = None,
     for end in range(block, len(mix.capture) + 1, block):
         at = T0 + end / SPEECH_RATE + CAPTURE_LATENCY_S + float(rng.uniform(0, 0.004)) + (late(end) if late else 0.0)
         while pushed < len(played) and T0 + pushed / 24_000 < at + 0.06:  # the player runs 60 ms ahead
+            if any(pushed <= cut * 24_000 // SPEECH_RATE < pushed + 240 for cut in cut_at):
+                reference.cut(T0 + pushed / 24_000)
             reference.push(played[pushed : pushed + 240].reshape(-1, 1), 24_000,
                            T0 + pushed / 24_000 + float(rng.uniform(-0.002, 0.002)))
             pushed += 240
         cleaned, _ = canceller.process(mix.capture[end - block : end], at)
         out.append(cleaned)
+        if watch is not None:
+            watch(end, canceller)
     return np.concatenate(out), canceller
 
 
@@ -132,6 +139,40 @@ def test_follows_that_add_up_past_a_frame_ahead_do_not_restart_aec3() -> None:
     end = len(mix.far) - SPEECH_RATE
     erle = erle_db(mix.capture[start:end], out[start:end])
     assert erle >= 25.0, f"ERLE {erle:.1f} dB"
+
+
+def settled_over(mix: Mixture, cut_at: int) -> tuple[dict[int, bool], EchoCanceller]:
+    """`EchoCanceller.settled` after each capture block, with the output stream restarted at `cut_at`."""
+    seen: dict[int, bool] = {}
+    _, canceller = run(mix, cut_at=(cut_at,), watch=lambda end, c: seen.__setitem__(end, c.settled))
+    return seen, canceller
+
+
+def test_a_restart_is_guarded_until_the_moved_delay_is_confirmed() -> None:
+    """A hold restarts the output stream in the gap after an answer and the echo comes 8.5 ms sooner from then on:
+    from the restart until two estimates over the next answer agree on the new delay, AEC3 leaks (bench duplex:
+    false barge-ins 0.28-0.46 s into an answer), so the canceller reports itself unsettled and the gate guards; it
+    settles once the change is followed, within the answer's first second, without restarting AEC3."""
+    mix, (_, second_at) = answers(0.08, 0.0715)
+    cut = second_at - SPEECH_RATE // 2
+    seen, canceller = settled_over(mix, cut)
+    assert all(ok for end, ok in seen.items() if end < cut - SPEECH_RATE // 10)  # the player writes ahead
+    assert not any(ok for end, ok in seen.items() if cut + 1024 <= end <= second_at + SPEECH_RATE * 3 // 10)
+    assert all(ok for end, ok in seen.items() if end >= second_at + SPEECH_RATE * 11 // 10)
+    assert canceller._adapted == canceller.stats.far_frames  # followed, not restarted
+    assert canceller.reference.cuts == 1
+
+
+def test_a_restart_that_leaves_the_delay_settles_at_the_first_estimate_over_new_audio() -> None:
+    """The same restart with the echo's delay unchanged: one clear estimate over SETTLE_FAR_S of the new answer
+    confirms it (no second one needed: nothing is shifted)."""
+    mix, (_, second_at) = answers(0.08, 0.08)
+    cut = second_at - SPEECH_RATE // 2
+    seen, _ = settled_over(mix, cut)
+    settled_at = min(end for end, ok in seen.items() if end > cut and ok)
+    # measured 0.73 s of capture into the answer (its echo comes ~0.11 s after the far end; the estimates 0.2 s apart)
+    assert second_at + SPEECH_RATE * 3 // 10 <= settled_at <= second_at + SPEECH_RATE * 9 // 10, \
+        (settled_at - second_at) / SPEECH_RATE
 
 
 def test_a_stalled_capture_that_comes_in_a_burst_keeps_its_alignment() -> None:

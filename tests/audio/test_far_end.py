@@ -74,12 +74,13 @@ def test_a_cut_drops_what_the_device_discarded_and_the_restart_lands_at_its_own_
     assert not reference.read(10.92, 1440).any()  # 10.92 .. 11.01 s: discarded, then nothing yet
     assert np.allclose(reference.read(11.01, 3200), 0.5)
     assert reference.played_until is not None and abs(reference.played_until - 11.21) < 1e-3
+    assert reference.cuts == 1  # the canceller reads it as a restart whose echo delay must be confirmed again
 
 
 def test_a_cut_before_anything_played_or_past_the_newest_sample_changes_nothing() -> None:
     reference = FarEndReference(keep_s=4.0)
     reference.cut(5.0)
-    assert reference.played_until is None
+    assert reference.played_until is None and reference.cuts == 0  # no stream had played: nothing restarted
     tone = np.full(160, 0.25, np.float32)
     for k in range(10):
         reference.push(tone, SPEECH_RATE, 6.0 + k * 0.01)

@@ -27,7 +27,9 @@ it to AEC3: it follows a longer delay within ~0.5 s, but a shorter one slowly (m
 whose delay fell by 80 ms: 8-9 dB ERLE over the answer, ~3 s of leaking echo; followed here: the first ~0.5 s of the
 answer, before two estimates agree on the new delay, then ~60 dB). Why two agreeing estimates: one estimate can land
 on an early reflection, and a shift by a wrong amount costs AEC3 its alignment. Hence also the frequent tracking
-(every 0.2 s, ~5.5 ms of CPU each while the far end plays): the leak lasts until the change is confirmed.
+(every 0.2 s, ~5.5 ms of CPU each while the far end plays): the leak lasts until the change is confirmed. So from
+each restart of the output stream (a cut of the reference) until an estimate over the new audio confirms the delay,
+the canceller says it is not `settled`, and the level gate guards meanwhile.
 
 Until the capture has been found to hear the far end (a first clear delay estimate), the capture passes through
 uncancelled while AEC3 still adapts on it. Why: an AEC3 that has not yet seen its echo suppresses the near end
@@ -122,6 +124,11 @@ READ_AHEAD_WINDOWS: Final = 10
 
 _NOT_SEEN: Final = 1 << 62
 """No capture frame was processed since the last track (nothing to bound the read-ahead with)."""
+
+SETTLE_FAR_S: Final = 0.3
+"""Far-end audio played since a restart of the output stream before a delay estimate may confirm the echo's delay
+(`EchoCanceller.settled`): the 1 s estimation window must hold mostly audio the restarted stream played, or the
+estimate reads the old delay."""
 
 CONVERGE_S: Final = 1.5
 """Far-end audio AEC3 must have processed (since it started or was reset) before its output is relied on: an adapting
@@ -242,6 +249,8 @@ class EchoCanceller:
         self._quiet_windows = 0  # tracking windows in which the far end played and the capture stayed quiet
         self._ahead_min = _NOT_SEEN  # the least the reference reached past the capture since the last track
         self._ahead_mins: deque[int] = deque(maxlen=READ_AHEAD_WINDOWS)
+        self._cuts = 0  # the reference's cuts (output-stream restarts) seen so far
+        self._since_cut: int | None = None  # far-end frames since a restart whose delay is not yet confirmed
         self.trusted = True
         """False while the far end is heard but its delay cannot be estimated: use the level gate meanwhile."""
 
@@ -249,6 +258,16 @@ class EchoCanceller:
     def converged(self) -> bool:
         """True once AEC3 has adapted to CONVERGE_S of far-end audio since it started or was reset."""
         return self._adapted * FRAME >= CONVERGE_S * self.rate
+
+    @property
+    def settled(self) -> bool:
+        """False from a restart of the output stream (the player's flush at every hold and barge-in, seen as a cut
+        of the reference) until a clear estimate over at least SETTLE_FAR_S of the far end played since agrees with
+        the delay the reference is aligned for (unchanged, or followed). Why: a restart moves the echo's delay by
+        6-14 ms, and until the change is confirmed (~0.4-0.6 s into the next answer) AEC3 leaks; in bench duplex
+        (duplex-20261205-readahead-b) all three false barge-ins came 0.28-0.46 s into an answer, the level gate
+        not guarding. The caller guards with the gate meanwhile (voicecli.listen.echo_path)."""
+        return self._since_cut is None
 
     @property
     def echo_heard(self) -> bool:
@@ -276,6 +295,10 @@ class EchoCanceller:
         now_index = self.reference.index(at)
         if now_index is None:
             return samples, at
+        if self.reference.cuts != self._cuts:
+            self._cuts = self.reference.cuts
+            if self._aligned is not None:  # a delay was found before the restart: it has to be confirmed again
+                self._since_cut = 0
         n = len(samples)
         offset = now_index - (self._count + n)  # reference index of capture sample 0 per this callback
         anchor = self._place(offset, n)
@@ -333,6 +356,8 @@ class EchoCanceller:
             if rms_dbfs(far[i : i + FRAME]) > FAR_ACTIVE_DBFS:
                 stats.far_frames += 1
                 self._adapted += 1
+                if self._since_cut is not None:
+                    self._since_cut += 1
                 stats.in_energy += float(np.sum(np.square(before[i : i + FRAME], dtype=np.float64)))
                 stats.out_energy += float(np.sum(np.square(after[i : i + FRAME], dtype=np.float64)))
 
@@ -366,7 +391,8 @@ class EchoCanceller:
 
     def _use(self, estimate: DelayEstimate) -> None:
         """Align the reference by a clear estimate: on the first, shift only when the delay is outside what AEC3
-        tracks by itself; later, follow a confirmed change of the bulk delay (see the module docstring).
+        tracks by itself; later, follow a confirmed change of the bulk delay (see the module docstring). After a
+        restart of the output stream, an estimate over enough new audio that the alignment matches settles it.
 
         A follow may read the reference ahead of the capture's time as far as the player has surely written it
         (`_read_ahead_limit`); only a change beyond that restarts AEC3. Why: the bulk delay wanders by 6-14 ms
@@ -378,9 +404,16 @@ class EchoCanceller:
         barge-ins."""
         self.delay = estimate
         bulk = estimate.lag - self._lookahead
+        self._follow(bulk, estimate.clarity)
+        if self._since_cut is not None and self._since_cut * FRAME >= SETTLE_FAR_S * self.rate and \
+                self._aligned is not None and abs(bulk - self._aligned) <= FOLLOW_MIN_S * self.rate:
+            self._since_cut = None
+
+    def _follow(self, bulk: int, clarity: float) -> None:
+        """Align for a clear estimate of the bulk delay (see ``_use``)."""
         candidate, self._candidate = self._candidate, bulk
         if self._aligned is None:
-            self._align(bulk, self._initial_shift(bulk), estimate.clarity)
+            self._align(bulk, self._initial_shift(bulk), clarity)
             return
         if abs(bulk - self._aligned) <= FOLLOW_MIN_S * self.rate or candidate is None or \
                 abs(bulk - candidate) > AGREE_S * self.rate:
@@ -391,7 +424,7 @@ class EchoCanceller:
                      bulk / self.rate * 1000, self._aligned / self.rate * 1000, kept / self.rate * 1000)
             self._shift, self._aligned = kept, bulk
         else:
-            self._align(bulk, self._initial_shift(bulk), estimate.clarity)
+            self._align(bulk, self._initial_shift(bulk), clarity)
 
     def _read_ahead_limit(self) -> int:
         """How far ahead of the capture's time the reference may be read: what the player had written past the

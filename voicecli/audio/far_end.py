@@ -63,6 +63,7 @@ class FarEndReference:
         self.pushed = 0
         """Blocks pushed so far (the player's callbacks that handed audio to the device)."""
         self._reanchors = 0
+        self._cuts = 0
 
     # -- the audio thread ----------------------------------------------------------------------------------------
 
@@ -113,6 +114,7 @@ class FarEndReference:
         """Silence from `at` to the newest sample, which becomes `at`: the next block is placed by its own time."""
         if self._origin is None:
             return
+        self._cuts += 1
         stamp = max(round((at - self._origin) * self.rate), self._end - len(self._ring))
         if stamp < self._end:
             dropped = self._end - stamp
@@ -160,6 +162,12 @@ class FarEndReference:
         """Times the timeline was re-anchored to a block's DAC time (stream restarts, lost callbacks)."""
         self._absorb()
         return self._reanchors
+
+    @property
+    def cuts(self) -> int:
+        """Cuts applied so far (``cut``: each one a stream aborted and restarted after something was played)."""
+        self._absorb()
+        return self._cuts
 
     @property
     def end(self) -> int:

@@ -47,10 +47,11 @@ class EchoPath:
 
     def gate_open(self) -> bool:
         """True while the canceller is trusted, has adapted to the room (its first ~1.5 s of far end lets echo
-        through) and knows whether there is an echo at all (found, or a capture that stayed quiet while the far end
-        played): the level gate then lets everything through. Until then the gate guards, as with "gate"."""
+        through), knows whether there is an echo at all (found, or a capture that stayed quiet while the far end
+        played) and has confirmed the echo's delay since the output stream last restarted (`settled`): the level
+        gate then lets everything through. Until then the gate guards, as with "gate"."""
         canceller = self.canceller
-        return (canceller is not None and canceller.trusted and canceller.converged
+        return (canceller is not None and canceller.trusted and canceller.converged and canceller.settled
                 and (canceller.echo_heard or canceller.echo_absent))
 
 
