@@ -22,7 +22,11 @@ from voicecli.bench.turns import (
     SETTLE_S,
     STAGES,
     Observation,
+    Session,
+    Variant,
+    baseline,
     charts,
+    plan_sessions,
     render_markdown,
     summary_by_mode,
 )
@@ -209,10 +213,25 @@ def test_turns_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
     assert "| bidi | 2 | 2 |" in markdown and "| bidi |" in result.stdout
 
 
+def test_rounds_alternate_the_variants_over_consecutive_slices_of_the_questions() -> None:
+    aec, gate = Variant("bidi", "aec"), Variant("bidi", "gate")
+    assert [aec.name, gate.name, Variant("batch").name] == ["bidi+aec", "bidi+gate", "batch"]
+    assert plan_sessions([aec, gate], 7, 3) == [
+        Session(aec, 0, 3), Session(gate, 0, 3), Session(gate, 3, 2), Session(aec, 3, 2),
+        Session(aec, 5, 2), Session(gate, 5, 2)]
+    assert plan_sessions([aec, gate], 1, 2) == [Session(aec, 0, 1), Session(gate, 0, 1)]  # no empty round
+    assert plan_sessions([Variant("bidi"), Variant("batch")], 4, 1) == [
+        Session(Variant("bidi"), 0, 4), Session(Variant("batch"), 0, 4)]  # as before: one after the other
+    assert baseline([Variant("bidi"), Variant("batch")]) == "batch"
+    assert baseline([aec, gate, Variant("batch", "aec"), Variant("batch", "gate")]) == "bidi+gate"
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--modes", "bidi,nope"], "--modes takes a comma list of bidi, batch, not 'bidi,nope'"),
     (["--modes", ","], "--modes takes a comma list"),
     (["--turns", "0"], "--turns must be at least 1"),
+    (["--echo", "aec,loud"], "--echo takes a comma list of aec, gate, off, not 'aec,loud'"),
+    (["--rounds", "0"], "--rounds must be at least 1"),
 ])
 def test_bad_options_stop_with_one_line_before_anything_starts(args: list[str], message: str,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
@@ -225,7 +244,8 @@ def test_bad_options_stop_with_one_line_before_anything_starts(args: list[str], 
                     reason="needs pulseaudio and espeak-ng")
 def test_turns_bench_scores_a_question_folder_with_a_manifest(server: RunningServer, tmp_path: Path) -> None:
     """Two questions of a user's folder, each with its text and accepted answers in questions.json, through the
-    real app: the results say what was heard, its word errors, and whether each answer was right."""
+    real app: the results say what was heard, its word errors, and whether each answer was right. Asked of the app
+    with the echo canceller and with the gate, in two rounds (aec, gate; gate, aec): one question per session."""
     folder = tmp_path / "questions"
     folder.mkdir()
     asked = {"a.wav": ("What is the capital of France?", ["paris"]), "b.wav": ("What color is the sky?", ["blue"])}
@@ -235,11 +255,15 @@ def test_turns_bench_scores_a_question_folder_with_a_manifest(server: RunningSer
     (folder / "questions.json").write_text(json.dumps({"questions": [
         {"file": name, "text": text, "answers": answers} for name, (text, answers) in asked.items()]}))
     bench(server, tmp_path / "out", "turns", "--turns", "2", "--modes", "bidi", "--questions", str(folder),
+          "--echo", "aec,gate", "--rounds", "2",
           env={"VOICECLI_LLM__BACKEND": "local", "VOICECLI_LLM__MAX_TOKENS": "32"})
     data, markdown = outputs(tmp_path / "out", "turns", ["turn_waterfall.png"])
-    bidi = data["summary_by_mode"]["bidi"]
-    assert bidi["answers_scored"] == 2 and 0 <= bidi["answers_right"] <= 2
-    assert bidi["transcript_wer"] is not None and bidi["transcript_wer"] <= 0.5, [
+    assert data["settings"]["modes"] == ["bidi+aec", "bidi+gate"] and data["settings"]["rounds"] == 2
+    assert [(s["variant"], s["detail"]["question"]) for s in data["samples"]] == [
+        ("bidi+aec", "a.wav"), ("bidi+aec", "b.wav"), ("bidi+gate", "a.wav"), ("bidi+gate", "b.wav")]
+    for bidi in data["summary_by_mode"].values():
+        assert bidi["answers_scored"] == 2 and 0 <= bidi["answers_right"] <= 2
+    assert sum(b["transcript_wer"] for b in data["summary_by_mode"].values()) <= 1.0, [
         s["detail"]["transcripts"] for s in data["samples"]]
     for sample in data["samples"]:
         detail = sample["detail"]

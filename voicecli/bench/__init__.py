@@ -187,6 +187,13 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
                        "for the latency set)")
     turns.add_argument("--modes", default=TURN_MODES, metavar="M,M",
                        help=f"modes to run, one after the other (default {TURN_MODES})")
+    turns.add_argument("--echo", default=None, metavar="E,E",
+                       help="audio.echo values (aec, gate, off) to compare: each mode runs once per value "
+                       "(variants named mode+echo); default: the configured one")
+    turns.add_argument("--rounds", type=int, default=1, metavar="N",
+                       help="alternate the variants in N rounds (A B, B A, ...), each round asking the next slice of "
+                       "the questions, so a machine whose speed drifts slows them alike (default 1: one after the "
+                       "other)")
     _question_source(turns, "latency")
     _outputs(turns)
     turns.set_defaults(handler=_run_turns)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from voicecli.audio.echo_cancel import ECHO_MODES
 from voicecli.bench import TURNS
 from voicecli.bench.audio_marks import AUDIBLE_DBFS, QuietWatch, first_audible, sound_span
 from voicecli.bench.charts import waterfall_chart
@@ -92,6 +93,45 @@ MISS_S = 30.0
 
 class AppExited(BenchError):
     """The app under test stopped before the bench was done with it."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What one app session runs: a mode (bidi, batch) and, when the bench compares them, an audio.echo."""
+
+    mode: str
+    echo: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The variant's name in results: the mode, or mode+echo ("bidi+aec")."""
+        return self.mode if self.echo is None else f"{self.mode}+{self.echo}"
+
+
+@dataclass(frozen=True)
+class Session:
+    """One app session of the schedule: a variant asking questions[first:first + count] (cycling)."""
+
+    variant: Variant
+    first: int
+    count: int
+
+
+def plan_sessions(variants: Sequence[Variant], turns: int, rounds: int) -> list[Session]:
+    """The app sessions of a run: `turns` questions per variant in `rounds` rounds, the variants' order reversed
+    every other round (A B, B A, A B...). Why rounds: the machine's speed drifts over a run (other work, CPU steal),
+    and variants run one after the other absorb that drift as a difference between them; alternated, both see it.
+    Each round asks the next slice of the questions, the same slice of every variant."""
+    sessions: list[Session] = []
+    first = 0
+    for r in range(rounds):
+        count = turns // rounds + (1 if r < turns % rounds else 0)
+        if count == 0:
+            continue
+        order = variants if r % 2 == 0 else list(reversed(variants))
+        sessions += [Session(v, first, count) for v in order]
+        first += count
+    return sessions
 
 
 @dataclass
@@ -336,13 +376,14 @@ class TurnRunner:
         if answer is not None:
             observation.answer_start = self.speaker.time_of_frame(begin + answer)
 
-    def run(self, questions: list[Question], turns: int) -> list[Observation]:
+    def run(self, questions: list[Question], turns: int, first: int = 0) -> list[Observation]:
+        """Ask questions[first:first + turns] (cycling through the set), numbered from `first`."""
         observations: list[Observation] = []
         previous: Observation | None = None
-        for turn in range(turns):
+        for turn in range(first, first + turns):
             question = questions[turn % len(questions)]
             if self.bar is not None:
-                self.bar.describe(f"{self.mode}, question {turn + 1}/{turns} ({question.name})")
+                self.bar.describe(f"{self.mode}, question {turn + 1} ({question.name})")
             current = self.ask(question, turn, previous)
             if previous is not None:
                 self.mark(previous, current.played_at)
@@ -358,17 +399,21 @@ class TurnRunner:
         return observations
 
 
-def run_mode(pulse: PrivatePulse, command: list[str], mode: str, questions: list[Question], turns: int,
-             work: Path, bar: BenchProgress | None) -> list[Observation]:
-    """Start the app in `mode`, ask `turns` questions, stop it."""
+def run_session(pulse: PrivatePulse, command: list[str], session: Session, questions: list[Question], work: Path,
+                bar: BenchProgress | None) -> list[Observation]:
+    """Start the app as `session` runs it (its mode in `command`, its audio.echo in the environment), ask its
+    questions, stop it."""
     env = {**pulse.child_env(), "XDG_STATE_HOME": str(work / "state"), "PYTHONUNBUFFERED": "1"}
+    if session.variant.echo is not None:
+        env["VOICECLI_AUDIO__ECHO"] = session.variant.echo
+    name = session.variant.name
     if bar is not None:
-        bar.describe(f"{mode}: starting the app (Whisper, LLM, endpoint connection)")
+        bar.describe(f"{name}: starting the app (Whisper, LLM, endpoint connection)")
     app = App(command, env)
     try:
         app.wait_listening(STARTUP_TIMEOUT_S)
-        with TurnRunner(pulse, app, mode, bar) as runner:
-            return runner.run(questions, turns)
+        with TurnRunner(pulse, app, name, bar) as runner:
+            return runner.run(questions, session.count, session.first)
     finally:
         app.stop()
 
@@ -515,18 +560,29 @@ def charts(result: BenchResult, directory: Path) -> list[Path]:
     return [waterfall_chart(by_mode, STAGES, directory / "turn_waterfall.png")]
 
 
-def build_result(name: str, samples: list[Sample], config: Config, modes: list[str], turns: int,
-                 questions: list[Question], source: str, machine: dict[str, Any], target: Target) -> BenchResult:
+def baseline(variants: Sequence[Variant]) -> str:
+    """The variant the summary's ratios are to: batch, or with echo variants the last one asked of the first mode
+    (`--echo aec,gate`: aec over gate)."""
+    echoes = [v for v in variants if v.echo is not None]
+    return BASELINE if not echoes else [v for v in echoes if v.mode == echoes[0].mode][-1].name
+
+
+def build_result(name: str, samples: list[Sample], config: Config, variants: list[Variant], turns: int,
+                 questions: list[Question], source: str, machine: dict[str, Any], target: Target,
+                 rounds: int = 1) -> BenchResult:
+    modes = [v.name for v in variants]
+    echoes = [v.echo for v in variants if v.echo is not None]
     result = BenchResult(
         kind="turns", name=name,
-        settings={"turns": turns, "modes": modes, "questions": source,
+        settings={"turns": turns, "modes": modes, "rounds": rounds, "questions": source,
                   "question_set": [q.describe() for q in questions], "llm": llm_label(config),
                   "llm_backend": config.llm.backend, "stt_model": config.stt.model,
                   "voice": config.tts.voice, "endpoint": target.url,
-                  "vad_silence_ms": config.audio.vad_silence_ms, "echo": config.audio.echo,
+                  "vad_silence_ms": config.audio.vad_silence_ms,
+                  "echo": ",".join(dict.fromkeys(echoes)) if echoes else config.audio.echo,
                   "audible_dbfs": AUDIBLE_DBFS, "record_rate": RECORD_RATE},
         machine=machine, samples=samples)
-    result.summary = summarize_samples(samples, (FELT, *MARK_METRICS), modes, BASELINE)
+    result.summary = summarize_samples(samples, (FELT, *MARK_METRICS), modes, baseline(variants))
     result.extra["summary_by_mode"] = summary_by_mode(samples, modes)
     result.notes = [
         "The app is `voicecli chat --no-tui` (the TUI's pipeline without the screen) with real models; its "
@@ -537,12 +593,14 @@ def build_result(name: str, samples: list[Sample], config: Config, modes: list[s
         "includes the app's speech-end detection and the output device's buffering.",
         "A premature answer: one question split into several turns, or answer audio before the question ended.",
         "Modes run one after the other (each with a fresh app), not interleaved: compare them knowing the load "
-        "may have changed between them (see the load averages).",
+        "may have changed between them (see the load averages)." if rounds == 1 else
+        f"Modes alternate in {rounds} rounds (A B, B A, ...; each session a fresh app asking the round's slice of "
+        "the questions), so a machine whose speed drifts over the run slows both alike.",
     ]
     return result
 
 
-async def _bench(args: argparse.Namespace, config: Config, modes: list[str]) -> BenchResult:
+async def _bench(args: argparse.Namespace, config: Config, variants: list[Variant]) -> BenchResult:
     with tempfile.TemporaryDirectory(prefix="voicecli-turns-") as tmp, \
             BenchProgress(None, "bench turns") as bar:
         work = Path(tmp)
@@ -553,24 +611,26 @@ async def _bench(args: argparse.Namespace, config: Config, modes: list[str]) -> 
                                                        limit=args.turns)
             turns = args.turns or (TURNS if (args.question_set or args.default_set) == "latency" and
                                    args.questions is None else len(questions))
-            bar.set_total(turns * len(modes))
+            bar.set_total(turns * len(variants))
             stats = await endpoint_stats(target)
             machine = machine_info(stats)
             samples: list[Sample] = []
             try:
                 with PrivatePulse() as pulse:
-                    for mode in modes:
-                        command = app_command(config, target, mode, getattr(args, "config", None))
-                        observations = await asyncio.to_thread(run_mode, pulse, command, mode, questions,
-                                                               turns, work, bar)
+                    for session in plan_sessions(variants, turns, args.rounds):
+                        command = app_command(config, target, session.variant.mode, getattr(args, "config", None))
+                        observations = await asyncio.to_thread(run_session, pulse, command, session, questions,
+                                                               work, bar)
                         samples += [o.sample() for o in observations]
             except PulseUnavailable as exc:
                 raise BenchError(f"bench turns needs a PulseAudio daemon of its own: {exc}") from exc
             finish_machine_info(machine)
         finally:
             target.close()
-    return build_result(args.name or default_name("turns"), samples, config, modes, turns, questions, source,
-                        machine, target)
+    order = {v.name: i for i, v in enumerate(variants)}
+    samples.sort(key=lambda s: (order[s.variant], s.run))  # each variant's turns together, whatever the rounds
+    return build_result(args.name or default_name("turns"), samples, config, variants, turns, questions, source,
+                        machine, target, args.rounds)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -582,5 +642,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
     unknown = [m for m in modes if m not in MODES]
     if not modes or unknown:
         raise UserError(f"--modes takes a comma list of {', '.join(MODES)}, not {args.modes!r}")
-    run_bench(_bench(args, config, modes), Path(args.out), render_markdown, charts, (BenchError, EndpointStartError))
+    echoes = [e.strip() for e in (args.echo or "").split(",") if e.strip()]
+    if any(e not in ECHO_MODES for e in echoes):
+        raise UserError(f"--echo takes a comma list of {', '.join(ECHO_MODES)}, not {args.echo!r}")
+    if args.rounds < 1:
+        raise UserError("--rounds must be at least 1")
+    variants = [Variant(m, e) for m in modes for e in echoes] if echoes else [Variant(m) for m in modes]
+    run_bench(_bench(args, config, variants), Path(args.out), render_markdown, charts,
+              (BenchError, EndpointStartError))
     return 0
