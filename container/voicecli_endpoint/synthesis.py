@@ -22,7 +22,7 @@ from voicecli_endpoint.chunking import ChunkPolicy, chunk_phonemes
 from voicecli_endpoint.engines.base import Audio, Engine, TimedAudio
 from voicecli_endpoint.g2p import Phonemizer, Spelled
 from voicecli_endpoint.scheduler import CancelToken, FairScheduler, JobDropped, Stepper, Timed
-from voicecli_endpoint.word_timing import WordSpan, char_starts, piece_owners, spans
+from voicecli_endpoint.word_timing import WordSpan, piece_owners, piece_words
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +111,9 @@ class Piece:
     synthesis_s: float
     """Inference time of this piece, plus G2P time for the first one."""
     words: tuple[WordSpan, ...] = ()
-    """With the last audio of a piece, when word times were asked for: the words starting in the piece, in
-    samples from the piece's first sample sent."""
+    """When word times were asked for: words starting in the piece, in samples from the piece's first sample sent;
+    with its last audio, or for a piece sent in parts all but its last word with the first part
+    (voicecli_endpoint.word_timing.piece_words)."""
 
 
 @dataclass
@@ -167,7 +168,7 @@ class Synthesizer:
 
         `first`: this text starts a turn (every POST does; a WebSocket session says when), so its G2P and first
         piece go ahead of other work. `playout`: the session's listener, which ranks its later pieces. `timed`:
-        the last Piece of each piece carries its words' times (voicecli_endpoint.word_timing).
+        the Pieces carry their words' times (Piece.words; voicecli_endpoint.word_timing).
         """
         prepared = await self.scheduler.submit(key, lambda: self.spelled_pieces_of(text, token), token, first=first,
                                                playout=playout)
@@ -181,6 +182,7 @@ class Synthesizer:
             starts_turn = first and index == 0
             kept = 0
             durations: TimedAudio | None = None
+            timed_before = timed_up_to  # the last word timed before this piece
             async for done, complete in self._synthesize(key, phonemes, voice, speed, token, in_parts=starts_turn,
                                                          timed=owners[index] is not None):
                 raw, timing = done.value
@@ -192,9 +194,11 @@ class Synthesizer:
                 kept += audio.size
                 words: tuple[WordSpan, ...] = ()
                 owner = owners[index]
-                if complete and owner is not None and durations is not None and len(durations.durations):
-                    starts = char_starts(phonemes, durations.symbols, durations.durations)
-                    words = tuple(spans(spelled, owner, starts, timed_up_to, trimmer.lead_dropped, kept))
+                if owner is not None and durations is not None and len(durations.durations) and \
+                        (complete or kept > 0):
+                    now = piece_words(spelled, owner, phonemes, durations, timed_before, trimmer.lead_dropped, kept,
+                                      complete)
+                    words = tuple(word for word in now if word.index > timed_up_to)  # none sent twice
                     timed_up_to = max([timed_up_to, *(word.index for word in words)])
                 if audio.size == 0 and not words:  # silence held back (or no samples): nothing to send yet
                     continue

@@ -14,6 +14,14 @@ at no extra cost. Three maps lead from them to a word's time in the audio the cl
 A word starts at its first phoneme and ends where the next word starts (the space and pause after it are its own);
 the last word of a piece ends with the piece's audio, so a piece's words tile it and a request's words its audio. A
 word with no phoneme (a dash, an emoji) lasts 0 ms where the next one starts.
+
+When: a piece sent in parts (a turn's first) has its times from the first part on (the durations come before any
+audio is decoded), so all its words but the last go out with the first part, and the last, whose end is where the
+trimmed tail ends, with the piece's last audio (`piece_words`). Why: a listener who interrupts while the first part
+plays must be told which words it heard; with no times yet, the client took the played share of the audio received
+so far for the share of the sentence heard, and a whole clause that never played went into the history
+(bench duplex, duplex-20261205-settle: "The voice assistant is a sentient AI entity," kept for "The voice assistant"
+heard).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from voicecli_endpoint.engines.base import TimedAudio
 from voicecli_endpoint.engines.decoder_parts import FRAME_SAMPLES
 from voicecli_endpoint.g2p import Spelled
 
@@ -105,3 +114,15 @@ def spans(spelled: Spelled, owners: Sequence[int], starts: Sequence[int | None],
         timed.append((index, start))
     ends = [start for _, start in timed[1:]] + [length]
     return [WordSpan(index, spelled.words[index], start, end) for (index, start), end in zip(timed, ends, strict=True)]
+
+
+def piece_words(spelled: Spelled, owners: Sequence[int], phonemes: str, timed: TimedAudio, after: int,
+                lead_dropped: int, kept: int, complete: bool) -> list[WordSpan]:
+    """The words of one piece that can be sent now (see the module docstring): once its audio is `complete`, all
+    that start in it, clipped to the `kept` samples; before, all but the last, timed against the untrimmed rest of
+    the piece (the durations' length), whose end is the last one's start either way."""
+    starts = char_starts(phonemes, timed.symbols, timed.durations)
+    if complete:
+        return spans(spelled, owners, starts, after, lead_dropped, kept)
+    whole = int(np.sum(timed.durations)) * FRAME_SAMPLES - lead_dropped
+    return spans(spelled, owners, starts, after, lead_dropped, max(kept, whole))[:-1]

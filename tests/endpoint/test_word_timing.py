@@ -12,7 +12,8 @@ from voicecli_endpoint.chunking import ChunkPolicy, chunk_phonemes
 from voicecli_endpoint.engines.decoder_parts import FRAME_SAMPLES
 from voicecli_endpoint.g2p import Spelled, owners_of, spell_words
 from voicecli_endpoint.synthesis import SilenceTrimmer
-from voicecli_endpoint.word_timing import char_starts, piece_owners, spans
+from voicecli_endpoint.engines.base import TimedAudio
+from voicecli_endpoint.word_timing import char_starts, piece_owners, piece_words, spans
 
 from tests.conftest import RunningServer
 from voicecli.audio.streams import answer_decoder
@@ -60,6 +61,21 @@ def test_word_times_follow_the_durations_and_tile_the_piece() -> None:
     words = spans(text, text.owner or (), starts, after=-1, lead_dropped=0, length=length)
     assert [(w.text, w.start, w.end) for w in words] == [("Hi", 0, 10 * FRAME_SAMPLES),
                                                        ("there.", 10 * FRAME_SAMPLES, length)]
+
+
+def test_a_piece_in_parts_sends_all_its_words_but_the_last_before_its_audio_is_complete() -> None:
+    """With the first part (its durations known, a little audio kept) every word but the last is timed, as it will
+    be once the piece is complete; the last, whose end is the trimmed tail's, comes with the piece's last audio."""
+    text = spelled(("One", "wˈʌn"), ("two", "tˈu"), ("three.", "θɹˈi."))
+    durations = np.array([3, *([2] * (len(text.phonemes))), 4], dtype=np.int64)
+    timed = TimedAudio(np.zeros(0, np.float32), durations, text.phonemes)
+    owner = text.owner or ()
+    early = piece_words(text, owner, text.phonemes, timed, -1, 3 * FRAME_SAMPLES, 5 * FRAME_SAMPLES, False)
+    final_length = int(durations.sum() - 3 - 2) * FRAME_SAMPLES  # the lead and some of the tail trimmed
+    final = piece_words(text, owner, text.phonemes, timed, -1, 3 * FRAME_SAMPLES, final_length, True)
+    assert [w.text for w in early] == ["One", "two"] and [w.text for w in final] == ["One", "two", "three."]
+    assert early == final[:2]  # the same times, sent sooner
+    assert final[-1].end == final_length
 
 
 def test_trimmed_lead_shifts_the_times_and_a_trimmed_tail_clips_them() -> None:
@@ -132,19 +148,23 @@ def test_onnx_durations_are_the_audio(models_dir: Path) -> None:
 
 async def test_the_endpoint_times_every_word_of_the_audio_a_client_decodes(server: RunningServer) -> None:
     """Over the real WebSocket: asked for, the words come, one per word of the text, tiling the audio, and end
-    where the decoded MP3 ends (within one MP3 frame, which pads the last); not asked for, none come."""
-    texts = ["Hello there, this is a test of the speech engine, and it keeps going for a while.",
+    where the decoded MP3 ends (within one MP3 frame, which pads the last); not asked for, none come. The first
+    piece of the first request (a turn's, sent in parts) has its words but the last with its first part: they reach
+    past the audio decoded when they arrive (a listener interrupted then must know which words it heard)."""
+    texts = ["The voice assistant is a sentient AI entity, and it keeps going for a while after that.",
              "The capital of France is Paris."]
     async with WebSocketTransport(server.http_url) as transport:
         for index, text in enumerate(texts):
             await transport.send(SpeechRequest(f"r{index}", text, word_timings=True))
             decoder, decoded, words = answer_decoder("mp3"), 0, list[WordTiming]()
+            ahead_ms: list[float] = []  # per words frame: how far its words reach past the audio decoded by then
             while True:
                 event = await transport.next_event(120)
                 if isinstance(event, AudioChunk):
                     decoded += decoder.feed(event.data).size
                 elif isinstance(event, AudioWords):
                     words += event.words
+                    ahead_ms.append(event.words[-1].end_ms - decoded * 1000 / SAMPLE_RATE)
                 elif isinstance(event, AudioDone):
                     decoded += decoder.flush().size
                     break
@@ -152,6 +172,8 @@ async def test_the_endpoint_times_every_word_of_the_audio_a_client_decodes(serve
             assert all(a.end_ms == b.start_ms for a, b in itertools.pairwise(words))
             assert words[0].start_ms == 0 and all(w.end_ms > w.start_ms for w in words)
             assert 0 <= decoded - words[-1].end_ms * SAMPLE_RATE / 1000 < MP3_FRAME_SAMPLES + 1
+            if index == 0:  # "The voice assistant is a sentient AI entity," in parts: its first words came early
+                assert ahead_ms[0] > 500, ahead_ms
         await transport.send(SpeechRequest("plain", "No words were asked for."))
         kinds: list[type] = []
         while not kinds or kinds[-1] is not AudioDone:
