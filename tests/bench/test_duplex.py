@@ -31,6 +31,7 @@ from voicecli.bench.duplex import (
     load_session,
     mode_env,
     played_prefix,
+    stop_window,
     render_markdown,
     replay_erle,
     save_session,
@@ -72,6 +73,19 @@ def test_the_first_barge_in_over_the_users_speech_detects_it_and_the_others_are_
     assert sorted_.detected_at == 10.2
     assert sorted_.false == (9.0, 10.4, 10.9 + DETECT_WINDOW_S + 0.1)  # before the user, a repeat, much later
     assert sort_barge_ins([10.9 + DETECT_WINDOW_S - 0.1], 10.0, 10.9).detected_at is not None
+
+
+def test_playback_stopped_where_the_barge_in_left_the_speaker_silent_not_at_an_earlier_gap() -> None:
+    """The user began in a gap of the answer (synthesis behind), the answer played on for 0.4 s and the barge-in
+    stopped it: the stop is where that last silence began, not the gap (whose words the user did hear)."""
+    sound = [False] * 5 + [True] * 40 + [False] * 30  # windows of 10 ms from the user's first word: quiet = ~sound
+    quiet = ~np.array(sound)
+    assert stop_window(quiet, 30, dropped=60) == 45
+    assert stop_window(quiet, 30, dropped=None) == 45  # no barge-in: the first 0.3 s of silence, a gap too short
+    assert stop_window(quiet, 3, dropped=None) == 0  # ... or, for a shorter need, the gap itself
+    assert stop_window(quiet, 3, dropped=20) == 45  # still sounding at the barge-in: the next silence after it
+    always = np.ones(50, dtype=bool)
+    assert stop_window(always, 30, dropped=15) == 0  # silent from the user's first word on: stopped at once
 
 
 def test_the_played_prefix_follows_the_transcript_despite_misheard_words() -> None:

@@ -111,6 +111,8 @@ RUNAWAY_S = 60.0
 the speaker is quiet): the bench has counted it, and the next turn must start clean."""
 STOPPED_QUIET_S = 0.3
 """The speaker quiet this long after a barge-in: playback was stopped."""
+STOP_MARGIN_S = 0.15
+"""After the app's barge-in, by when its speaker is surely silent (the device's latency, the recorders' timing)."""
 LEAD_IN_S = 0.3
 MUTED_DB = -math.inf
 
@@ -167,6 +169,23 @@ def kind_of(turn: int) -> Kind:
 def interrupt_after_s(seed: int, turn: int) -> float:
     rng = np.random.default_rng([seed, turn])
     return float(rng.uniform(*INTERRUPT_AFTER_S))
+
+
+def stop_window(quiet: NDArray[np.bool_], need: int, dropped: int | None) -> int | None:
+    """Where playback stopped, in 10 ms windows from the user's first word (`quiet`: the speaker's windows from
+    there): the start of the silence the speaker is in at window `dropped` (the app's barge-in, plus the device's
+    latency), or when that is unknown (no barge-in) or sounding, the first `need` quiet windows (from `dropped`).
+    Why not simply the first silence after the user began: an answer that ran dry (synthesis slower than real time)
+    has gaps, and one that played on after a gap the user began in was cut there, its last words left out of the
+    words played (duplex-20261205-settle: "The ocean is a vast." for "...a vast and myster-" heard)."""
+    if dropped is not None and 0 <= dropped < len(quiet) and quiet[dropped]:
+        sounding = np.flatnonzero(~quiet[:dropped])
+        return 0 if sounding.size == 0 else int(sounding[-1]) + 1
+    runs = np.convolve(quiet.astype(np.int32), np.ones(need, dtype=np.int32), mode="valid")
+    stops = np.flatnonzero(runs == need)
+    if dropped is not None and dropped > 0:
+        stops = stops[stops >= min(dropped, len(quiet))]
+    return None if stops.size == 0 else int(stops[0])
 
 
 def played_prefix(answer: str, played: str) -> int:
@@ -582,7 +601,7 @@ class DuplexRunner:
         heard = self.speaker.samples(int(self.speaker.frame_at(turn.speech_start - lag)),
                                      int(self.speaker.frame_at(turn.speech_end - lag)))
         turn.talk_over = audible_share(heard, RECORD_RATE)
-        # playback stopped: the first STOPPED_QUIET_S of silence on the speaker after the user began
+        # playback stopped: where the silence the barge-in left on the speaker began (see stop_window)
         after = int(self.speaker.frame_at(turn.speech_start))
         rest = self.speaker.samples(after, end)
         size = RECORD_RATE // 100
@@ -591,12 +610,13 @@ class DuplexRunner:
             return
         power = np.mean(np.square(rest[:count * size].reshape(count, size)), axis=1)
         quiet = power <= 10 ** (AUDIBLE_DBFS / 10)
-        need = round(STOPPED_QUIET_S * 100)
-        runs = np.convolve(quiet.astype(np.int32), np.ones(need, dtype=np.int32), mode="valid")
-        stops = np.flatnonzero(runs == need)
-        if stops.size == 0:
+        detected = turn.barge_in_sorting().detected_at
+        dropped = None if detected is None else \
+            int((self.speaker.frame_at(detected + STOP_MARGIN_S) - after) // size)
+        stopped_at = stop_window(quiet, round(STOPPED_QUIET_S * 100), dropped)
+        if stopped_at is None:
             return
-        stop = after + int(stops[0]) * size
+        stop = after + stopped_at * size
         turn.playback_stopped = self.speaker.time_of_frame(stop)
         turn.played_audio = self.speaker.samples(answer_first, stop)
 
