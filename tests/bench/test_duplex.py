@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -31,12 +32,12 @@ from voicecli.bench.duplex import (
     load_session,
     mode_env,
     played_prefix,
-    stop_window,
     render_markdown,
     replay_erle,
     save_session,
     sort_barge_ins,
     span_erle,
+    stop_window,
     summary_by_mode,
 )
 from voicecli.bench.echo_path import EchoRouter
@@ -256,6 +257,14 @@ def test_each_echo_delay_is_an_app_session_of_its_own(monkeypatch: pytest.Monkey
     assert [t.delay_ms for t in turns] == [40.0] * 4 + [80.0] * 4 + [120.0] * 4
 
 
+def test_app_log_asks_each_session_to_log_at_info_level_to_a_file_of_its_own(tmp_path: Path) -> None:
+    plan = Plan(("aec",), (0.0,), (40.0,), 2)
+    assert duplex.session_command(["app", "chat"], plan, "aec", 40.0) == ["app", "chat"]
+    logged = replace(plan, app_log=tmp_path)
+    assert duplex.session_command(["app", "chat"], logged, "aec", 40.0) == [
+        "app", "chat", "--log-level", "info", "--log-file", str(tmp_path / "aec-40ms.log")]
+
+
 def test_a_kept_session_loads_back_as_it_was_with_its_echo_only_spans(tmp_path: Path) -> None:
     """--keep-audio: what the replay reads is what the run measured (samples, clock mapping, which answers count);
     an interrupted or runaway answer is no ERLE span."""
@@ -306,7 +315,7 @@ def test_duplex_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
     complete for every mode, and the echo path really carried each answer into the microphone (found there by
     cross-correlation at about the delay asked for, at about the level asked for)."""
     bench(server, tmp_path, "duplex", "--modes", "aec,gate,off", "--turns", "2", "--echo-gains", "6",
-          "--delay-ms", "80", "--keep-audio", str(tmp_path / "kept"),
+          "--delay-ms", "80", "--keep-audio", str(tmp_path / "kept"), "--app-log", str(tmp_path / "logs"),
           env={"VOICECLI_LLM__BACKEND": "local", "VOICECLI_LLM__MAX_TOKENS": "48"},
           timeout=1500)
     data, markdown = outputs(tmp_path, "duplex", [])
@@ -333,4 +342,6 @@ def test_duplex_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
                     if s["variant"] == "aec" and s["detail"]["erle_db"] is not None]
         assert replay_erle(tmp_path / "kept" / "aec-80ms.npz") == pytest.approx(measured, abs=0.01)
     assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == [f"{m}-80ms.npz" for m in sorted(modes)]
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [f"{m}-80ms.log" for m in sorted(modes)]
+    assert all(s["detail"]["played_at_wall"] > 1.7e9 for s in data["samples"])
     assert "| gate | all |" in markdown and "false barge-ins" in markdown

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 from voicecli_endpoint.chunking import ChunkPolicy, chunk_phonemes
+from voicecli_endpoint.engines.base import TimedAudio
 from voicecli_endpoint.engines.decoder_parts import FRAME_SAMPLES
 from voicecli_endpoint.g2p import Spelled, owners_of, spell_words
 from voicecli_endpoint.synthesis import SilenceTrimmer
-from voicecli_endpoint.engines.base import TimedAudio
 from voicecli_endpoint.word_timing import char_starts, piece_owners, piece_words, spans
 
 from tests.conftest import RunningServer

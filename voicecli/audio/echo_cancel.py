@@ -402,11 +402,16 @@ class EchoCanceller:
         bench duplex run, 2026-12-05). Stopping at a frame ahead and leaving AEC3 the rest instead was worse:
         the delay AEC3 sees then shrinks a little at each such follow and never grows back, and a run had 7 false
         barge-ins."""
+        if self.delay is None:
+            log.info("echo cancellation: the microphone hears the speaker, %.1f ms after its DAC time (clarity %.1f)",
+                     (estimate.lag - self._lookahead) / self.rate * 1000, estimate.clarity)
         self.delay = estimate
         bulk = estimate.lag - self._lookahead
         self._follow(bulk, estimate.clarity)
         if self._since_cut is not None and self._since_cut * FRAME >= SETTLE_FAR_S * self.rate and \
                 self._aligned is not None and abs(bulk - self._aligned) <= FOLLOW_MIN_S * self.rate:
+            log.info("echo cancellation: delay %.1f ms confirmed %.2f s of far end after the output stream "
+                     "restarted", bulk / self.rate * 1000, self._since_cut * FRAME / self.rate)
             self._since_cut = None
 
     def _follow(self, bulk: int, clarity: float) -> None:

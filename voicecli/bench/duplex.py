@@ -381,6 +381,7 @@ class DuplexTurn:
             "transcripts": self.transcripts, "answers": [f.text for f in self.finished],
             "false_barge_ins": len(sorting.false), "detected": sorting.detected_at is not None,
             "echo_turns": max(0, len(self.transcripts) - (2 if self.spoke_over_answer else 1)),
+            "played_at_wall": round(time.time() - time.monotonic() + self.played_at, 3),
             "times_s": {name: None if value is None else round(value - self.played_at, 3) for name, value in (
                 ("answer_start", self.answer_start), ("answer_end", self.answer_end),
                 ("interruption_played", self.interruption_played_at), ("speech_start", self.speech_start),
@@ -698,6 +699,18 @@ class Plan:
     seed: int = 0
     keep_audio: Path | None = None
     """Where to save each session's recordings (`save_session`), for replaying the canceller offline; None: not."""
+    app_log: Path | None = None
+    """Where to keep each session's app log at info level (`session_command`); None: only its stderr's tail."""
+
+
+def session_command(command: list[str], plan: Plan, mode: str, delay_ms: float) -> list[str]:
+    """The app's command for one session: with `plan.app_log`, logging at info level (the echo canceller's delay
+    estimates and follows, the listener's holds) to `<mode>-<delay>ms.log` there. Why: what the canceller did live
+    is not in the recordings (a replay cancels them afresh), and the last diagnosis needed a patched checkout; the
+    log's wall-clock times meet the turns' through each turn's `played_at_wall`."""
+    if plan.app_log is None:
+        return command
+    return [*command, "--log-level", "info", "--log-file", str(plan.app_log / f"{mode}-{delay_ms:g}ms.log")]
 
 
 @dataclass(frozen=True)
@@ -741,7 +754,9 @@ def run_session(pulse: PrivatePulse, router: EchoRouter, command: list[str], env
     if bar is not None:
         bar.describe(f"{mode}, echo {delay_ms:g} ms: starting the app (Whisper, LLM, endpoint connection)")
     router.set_target_delay_ms(delay_ms)
-    app = App(command, env)
+    if plan.app_log is not None:
+        plan.app_log.mkdir(parents=True, exist_ok=True)
+    app = App(session_command(command, plan, mode, delay_ms), env)
     interruption = _read_question(voices.interruption)
     voiced = (voices.interruption.voiced_start_s, voices.interruption.voiced_end_s)
     done: list[DuplexTurn] = []
@@ -1054,7 +1069,7 @@ def parse_plan(args: argparse.Namespace) -> Plan:
         raise UserError(f"--modes takes a comma list of {', '.join(MODES)}, not {args.modes!r}")
     return Plan(tuple(dict.fromkeys(modes)), tuple(parse_numbers(args.echo_gains, "--echo-gains", -30, 20)),
                 tuple(parse_numbers(args.delay_ms, "--delay-ms", 0, 500)), args.turns, args.seed,
-                Path(args.keep_audio) if args.keep_audio else None)
+                Path(args.keep_audio) if args.keep_audio else None, Path(args.app_log) if args.app_log else None)
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
