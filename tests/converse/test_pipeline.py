@@ -380,6 +380,21 @@ async def test_fake_an_embedded_llm_is_paused_until_the_first_sentence_is_synthe
     assert llm.pauses == ["pause", "resume"] and llm.calls[0].ended and len(turns.tones.sent) == 3
 
 
+async def test_fake_an_embedded_llm_reads_the_next_context_ahead_after_each_turn() -> None:
+    """LocalLLM.prefill: once a turn is in the history, the LLM is handed the context the next question will
+    follow (with the system prompt), so its next first token waits for little more than the question."""
+    llm = PausableLLM(Reply(["Paris."]), Reply(["Rome."]))
+    async with FakeTurns(llm=llm) as turns:
+        await asyncio.wait_for(turns.pipeline.turn("What is the capital of France?"), 10)
+        for _ in range(100):
+            if llm.prefills:
+                break
+            await asyncio.sleep(0.01)
+        assert llm.prefills == [(["What is the capital of France?", "Paris."], turns.settings.system_prompt)]
+        await asyncio.wait_for(turns.pipeline.turn("And of Italy?"), 10)
+    assert llm.prefills[-1][0] == ["What is the capital of France?", "Paris.", "And of Italy?", "Rome."]
+
+
 class OddCutTones(ToneTransport):
     """The tone transport whose audio reaches the pipeline cut at odd byte offsets (as OddCutWebSocket above)."""
 

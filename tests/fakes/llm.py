@@ -130,15 +130,20 @@ class ScriptedLLM:
 
 
 class PausableLLM(ScriptedLLM):
-    """A ScriptedLLM with the embedded model's `pause` / `resume` (voicecli.llm.local.LocalLLM): while paused, no
-    delta comes out. The pipeline pauses such an LLM while the first sentence is synthesized
-    (PipelineSettings.pause_llm_for_first_audio); `pauses` records the calls in order."""
+    """A ScriptedLLM with the embedded model's `pause` / `resume` and `prefill` (voicecli.llm.local.LocalLLM):
+    while paused, no delta comes out. The pipeline pauses such an LLM while the first sentence is synthesized
+    (PipelineSettings.pause_llm_for_first_audio); `pauses` records the calls in order, `prefills` each context
+    read ahead (its messages' texts and the system prompt)."""
 
     def __init__(self, *replies: Reply) -> None:
         super().__init__(*replies)
         self._running = asyncio.Event()
         self._running.set()
         self.pauses: list[str] = []
+        self.prefills: list[tuple[list[str], str]] = []
+
+    async def prefill(self, messages: list[ChatMessage], *, system: str) -> None:
+        self.prefills.append(([m.content for m in messages], system))
 
     @property
     def paused(self) -> bool:

@@ -92,6 +92,40 @@ async def test_closing_the_stream_stops_generation(smollm2: LocalLLM) -> None:
     assert smollm2._llama.n_tokens < tokens_after_full - 10
 
 
+async def tokens_read(llm: LocalLLM, messages: list[ChatMessage]) -> int:
+    """How many prompt tokens llama.cpp reads to answer `messages` (its longest shared prefix with what it holds
+    is not read again): the eval calls of a one-token answer, less that token."""
+    llama = llm._llama
+    read: list[int] = []
+    original = llama.eval
+
+    def counting(tokens: list[int]) -> None:
+        read.append(len(tokens))
+        original(tokens)
+
+    llama.eval = counting
+    try:
+        async for _ in llm.stream(messages, system=SYSTEM, max_tokens=1, temperature=0.0):
+            pass
+    finally:
+        del llama.eval  # the instance attribute goes: the method shows again
+    return sum(read) - (len(read) > 1)
+
+
+@pytest.mark.slow
+async def test_prefill_leaves_the_next_answer_only_its_question_to_read(smollm2: LocalLLM) -> None:
+    history = [ChatMessage("user", "What is the capital of France?"),
+               ChatMessage("assistant", "The capital of France is Paris.")]
+    asked = [*history, ChatMessage("user", "And the capital of Italy?")]
+    await smollm2.prefill([], system="Another assistant, another prompt: nothing of it is shared.")
+    cold = await tokens_read(smollm2, asked)
+    await smollm2.prefill([], system="Another assistant, another prompt: nothing of it is shared.")
+    await smollm2.prefill(history, system=SYSTEM)
+    warm = await tokens_read(smollm2, asked)
+    assert cold > 40 and warm <= 15, (cold, warm)  # the question and the answer's header (~12 tokens)
+    await smollm2.prefill([ChatMessage("user", "word " * 3000)], system="")  # too long: left to the next answer
+
+
 @pytest.mark.slow
 async def test_conversation_longer_than_the_window(smollm2: LocalLLM) -> None:
     with pytest.raises(LLMError, match="context_tokens"):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -51,6 +52,8 @@ from voicecli.playback.sinks import AudioSink, Holdable, PlayPosition
 from voicecli.tts.base import AudioFailed, SpeechRequest, TransportError, TTSTransport
 from voicecli.tts.consumer import AudioConsumer, RequestAudio, Stalled
 from voicecli.wire.protocol import SAMPLE_RATE, WordTiming
+
+log = logging.getLogger(__name__)
 
 # --- typed events for the UI (like Pipecat frames: data flows one way, interruptions overtake it) --------------
 
@@ -301,6 +304,24 @@ class VoicePipeline:
         self._ids = turn_ids if turn_ids is not None else itertools.count(1)
         self._current: _Turn | None = None
         self._llm_task: asyncio.Task[None] | None = None
+        self._reading_ahead: set[asyncio.Task[None]] = set()
+
+    def _read_ahead(self) -> None:
+        """Let an LLM that can (the embedded one: voicecli.llm.local.LocalLLM.prefill) read the next question's
+        context now, the conversation as the next question will follow it, while the user listens or thinks: its
+        first token then waits for little more than the question. In the background; a failure there is the next
+        answer's to report."""
+        prefill = getattr(self.llm, "prefill", None)
+        if prefill is None:
+            return
+        task = asyncio.create_task(prefill(self.history.messages(), system=self.settings.system_prompt))
+        self._reading_ahead.add(task)
+        task.add_done_callback(self._read)
+
+    def _read(self, task: asyncio.Task[None]) -> None:
+        self._reading_ahead.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("reading the next context ahead failed: %s", task.exception())
 
     @property
     def speaking(self) -> bool:
@@ -387,6 +408,7 @@ class VoicePipeline:
             self.history.add_interrupted(spoken)
         elif turn.failure is None:
             self.history.add_assistant(answer)
+        self._read_ahead()
         timeline.mark("turn_done")
         if turn.failure is not None:
             self._on_event(TurnFailed(turn_id, turn.failure))

@@ -63,6 +63,8 @@ COMPLETION_QUESTION = "Question: "
 COMPLETION_ANSWER = "Answer:"
 COMPLETION_STOP = ["\n"]
 """A base model's answer is one line: the next line would be the next question it invents."""
+PREFILL_QUESTION = "?"
+"""The stand-in question `LocalLLM.prefill` reads the context behind: the next prompt shares everything before it."""
 
 
 def _install_advice(settings: LlmLocalSettings) -> str:
@@ -186,6 +188,34 @@ class LocalLLM:
         with self._lock:
             self._load_locked()
 
+    async def prefill(self, messages: list[ChatMessage], *, system: str) -> None:
+        """Read the next question's context now: the system prompt and `messages` (the conversation the next question
+        will follow) go through llama.cpp behind a stand-in question, one token generated. llama.cpp keeps what it
+        read and, for the next prompt, reads only what differs from it (the longest shared prefix), so the next
+        answer reads little more than its own question.
+
+        Why: reading the context is most of the first token's wait. In `turns-20261205-echo-rounds` the first
+        question of every app session waited 269-326 ms for its first token (the system prompt unread), the second
+        55-94 ms; in a long session (`turns-20261204-holdout-lm-8`) every turn after the history window stepped
+        (llm/history.py) 228-364 ms against 67-161. The front ends call it at start-up, and the pipeline after
+        each turn, while the user listens or thinks. Best effort: a context that does not fit is left to the next
+        answer, which says so."""
+        await asyncio.to_thread(self._prefill, messages, system)
+
+    def _prefill(self, messages: list[ChatMessage], system: str) -> None:
+        generation = _Generation(self, [*messages, ChatMessage("user", PREFILL_QUESTION)], system, 1, 0.0)
+        with self._lock:
+            chunks: Any = None
+            try:
+                chunks = generation.start(self._load_locked())
+                for _ in chunks:
+                    pass
+            except ValueError:  # longer than the window: the next answer reports it
+                return
+            finally:
+                if chunks is not None:
+                    chunks.close()
+
     async def stream(
         self, messages: list[ChatMessage], *, system: str, max_tokens: int, temperature: float
     ) -> AsyncGenerator[StreamEvent, None]:
@@ -216,7 +246,7 @@ class _Generation:
         self._max_tokens = max_tokens
         self._temperature = temperature
 
-    def _start(self, llama: Any) -> Any:
+    def start(self, llama: Any) -> Any:
         """llama.cpp's chunk iterator for this answer, in the form the loaded model takes (see `LocalLLM.chat`)."""
         if self._owner.chat:
             examples = FEW_SHOT if self._owner.settings.few_shot else ()
@@ -241,7 +271,7 @@ class _Generation:
             pieces = 0
             chunks: Any = None
             try:
-                chunks = self._start(llama)
+                chunks = self.start(llama)
                 for chunk in chunks:
                     self._owner._wait_if_paused(stop)
                     if stop.is_set():
