@@ -200,21 +200,14 @@ class LocalLLM:
         (llm/history.py) 228-364 ms against 67-161. The front ends call it at start-up, and the pipeline after
         each turn, while the user listens or thinks. Best effort: a context that does not fit is left to the next
         answer, which says so."""
-        await asyncio.to_thread(self._prefill, messages, system)
-
-    def _prefill(self, messages: list[ChatMessage], system: str) -> None:
-        generation = _Generation(self, [*messages, ChatMessage("user", PREFILL_QUESTION)], system, 1, 0.0)
-        with self._lock:
-            chunks: Any = None
-            try:
-                chunks = generation.start(self._load_locked())
-                for _ in chunks:
+        question = ChatMessage("user", PREFILL_QUESTION)
+        try:
+            async with aclosing(self.stream([*messages, question], system=system, max_tokens=1,
+                                            temperature=0.0)) as events:
+                async for _ in events:
                     pass
-            except ValueError:  # longer than the window: the next answer reports it
-                return
-            finally:
-                if chunks is not None:
-                    chunks.close()
+        except LLMError:  # a context longer than the window, a model gone: the next answer reports it
+            return
 
     async def stream(
         self, messages: list[ChatMessage], *, system: str, max_tokens: int, temperature: float
@@ -246,7 +239,7 @@ class _Generation:
         self._max_tokens = max_tokens
         self._temperature = temperature
 
-    def start(self, llama: Any) -> Any:
+    def _start(self, llama: Any) -> Any:
         """llama.cpp's chunk iterator for this answer, in the form the loaded model takes (see `LocalLLM.chat`)."""
         if self._owner.chat:
             examples = FEW_SHOT if self._owner.settings.few_shot else ()
@@ -271,7 +264,7 @@ class _Generation:
             pieces = 0
             chunks: Any = None
             try:
-                chunks = self.start(llama)
+                chunks = self._start(llama)
                 for chunk in chunks:
                     self._owner._wait_if_paused(stop)
                     if stop.is_set():
