@@ -337,7 +337,12 @@ def test_an_answer_coming_slower_than_real_time_pauses_instead_of_stuttering(pul
 def test_hold_pauses_at_once_and_release_plays_on_from_the_first_sample_not_heard(pulse: PrivatePulse) -> None:
     """A hold flushes the device, so the speaker falls silent within a block or two, and puts what the device held
     back in the queue: on release the sweep goes on exactly where the listener stopped hearing it (a sweep has one
-    place for each sample, so a lost or repeated piece would show), and every sample is played once."""
+    place for each sample, so a lost or repeated piece would show), and every sample is played once.
+
+    How exactly it goes on depends on PulseAudio's delay report: on an idle machine the seam is within 0.15 ms, but a
+    starved sound server reports a stale delay (measured 5-9 ms repeated with three busy loops on two cores, and a CI
+    run saw 1.6 ms before the flush instant was taken at abort's return). So the bound is one 10 ms block, the
+    player's own granularity; what the device held (100 ms) lost or played twice would still fail."""
     t = np.arange(int(SRC_RATE * 4.0)) / SRC_RATE
     sweep = (0.3 * np.sin(2 * np.pi * (200 * t + 225 * t * t))).astype(np.float32)  # 200 -> 2,000 Hz, no silence
     rec = _record_while(pulse)
@@ -370,4 +375,4 @@ def test_hold_pauses_at_once_and_release_plays_on_from_the_first_sample_not_hear
     after_at, after_corr = _align(captured[start_after : start_after + window], reference)
     assert before_corr > 0.9 and after_corr > 0.9, (before_corr, after_corr)
     _measure("hold_resume_discontinuity", (after_at - (before_at + window)) / CAP_RATE * 1000, "ms")
-    assert abs(after_at - (before_at + window)) <= CAP_RATE // 1000  # within 1 ms of where it stopped
+    assert abs(after_at - (before_at + window)) <= CAP_RATE // 100  # within a block of where it stopped
