@@ -87,7 +87,9 @@ async def test_a_paused_replay_holds_its_words_and_shifts_the_rest() -> None:
     offsets = {text: at for at, text in deltas}
     assert resumed_at, "resume was never called"
     assert offsets[" Light"] >= 0.10 + hold_s - EARLY_S  # held: not at its recorded 0.20 s
-    assert offsets[" scatters."] - offsets[" Light"] >= 0.10 - EARLY_S  # the rest keeps its spacing
+    # the rest is shifted too, not bunched up behind it (measured from its own recorded time: the spacing after a
+    # late " Light" would shrink on a loaded machine, as it did in CI, 96.3 ms for 100)
+    assert offsets[" scatters."] >= 0.30 + hold_s - EARLY_S
     assert offsets[" scatters."] <= 0.30 + hold_s + LATE_S
 
 

@@ -416,6 +416,31 @@ async def test_a_pause_between_the_words_keeps_the_voice_held_until_the_barge_in
     assert voice_events(events) == ["HoldVoice", "BargeIn"]
 
 
+async def test_speech_far_below_the_users_voice_holds_nothing() -> None:
+    """Once the user has spoken a turn, 'speech' over the answer more than HOLD_BELOW_VOICE_DB below their voice is
+    the echo the canceller let through (the detector cannot tell it by its shape): it holds nothing. Before any
+    spoken turn the voice's level is unknown and it holds as before; as loud as the voice, it holds."""
+    speaking = [True]
+    listener, events = holding_listener(speaking)
+    clock = [1000.0]
+    echo = np.zeros(5 * 512, dtype=np.float32)
+    echo[::16] = 0.06  # peaks the detector takes for speech, -36.5 dBFS: 16.5 dB below the voice below
+    await feed_windows(listener, echo, clock)
+    await feed_windows(listener, silence(HOLD_RELEASE_AFTER_S + 0.1), clock)
+    assert voice_events(events) == ["HoldVoice", "ReleaseVoice"]
+    speaking[0] = False
+    await feed_windows(listener, np.full(12 * 512, 0.1, dtype=np.float32), clock)  # the user's turn, -20 dBFS
+    await feed_windows(listener, silence(0.5), clock)
+    speaking[0] = True
+    await feed_windows(listener, echo, clock)
+    await feed_windows(listener, silence(HOLD_RELEASE_AFTER_S + 0.1), clock)
+    assert voice_events(events) == ["HoldVoice", "ReleaseVoice"]
+    voice = np.zeros(5 * 512, dtype=np.float32)
+    voice[::2] = 0.06  # the same peaks, -26 dBFS: within HOLD_BELOW_VOICE_DB of the voice
+    await feed_windows(listener, voice, clock)
+    assert voice_events(events) == ["HoldVoice", "ReleaseVoice", "HoldVoice"]
+
+
 async def test_undecided_speech_holds_the_voice_at_most_hold_max_s() -> None:
     """Windows between Silero's thresholds keep the speech neither faded nor a turn: the answer plays on after
     HOLD_MAX_S."""

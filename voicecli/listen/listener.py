@@ -10,7 +10,9 @@ speech), the listener asks the app to hold the assistant's voice (HoldVoice: pau
 hears it yield as they start, and the answer's echo stops, so the canceller has the user's voice alone to pass
 (over a playing answer its suppressor holds a voice down). Speech that fades before barge_in_ms and stays away for
 HOLD_RELEASE_AFTER_S (a cough, a burst of echo the canceller let through) releases it (ReleaseVoice): a false start
-costs a pause, not the answer.
+costs a pause, not the answer. Speech far quieter than the user's own voice (HOLD_BELOW_VOICE_DB under the level of
+their latest turns) holds nothing: that is echo left over after cancelling, which the voice detector cannot tell
+from a voice by its shape.
 
 Speculation: at a short pause (SpeechPaused) the utterance so far is transcribed at once. That draft does two
 things. It chooses the hang-over for this pause (voicecli.listen.turn_completion: a finished question is confirmed
@@ -30,13 +32,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from voicecli.audio.levels import rms_dbfs
+from voicecli.audio.levels import rms_dbfs, speech_level_dbfs
 from voicecli.audio.rates import SPEECH_RATE
 from voicecli.config import AudioSettings, Config, TurnSettings
 from voicecli.listen.echo_path import open_echo_path
@@ -59,6 +63,8 @@ from voicecli.listen.smart_turn import SmartTurn, SmartTurnModelMissing
 from voicecli.listen.transcription import Transcript, TurnTranscriber, WhisperModelMissing
 from voicecli.listen.turn_completion import Completion, TurnEndPolicy, classify
 from voicecli.listen.turn_likelihood import TurnLikelihood, TurnModelMissing
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,21 @@ pause, and "stop." went under the echo again, unheard. The pause in that recordi
 below Silero's lower threshold; from the fading to the next word's hold (3 windows into it) 443-481 ms over the
 echo (duplex-20261205-holdgrace, at 0.4 s: released, then held again 43-81 ms later). The price: a false hold (echo
 let through) pauses the answer this much longer."""
+HOLD_BELOW_VOICE_DB = 12.0
+"""Speech over the answer this much quieter than the user's own voice (the level of their recent turns) holds
+nothing: it is the answer's echo the canceller let through, at the level left after cancelling, where the user's
+voice comes through at its own. Why 12 dB: replaying the canceller and the voice detector on the recordings of
+duplex-20261205-words (scripts/false_holds.py), the 16 holds the echo alone made in the 18 answers nobody
+interrupted came 10-45 dB below the user's voice in 10 cases and within 5 dB in the others (echo the canceller did
+not remove: the level cannot tell it from a voice); the user's own holds, 62 in the same sessions, came at most
+6.8 dB below it. A turn's voice level is `speech_level_dbfs`, the median of the latest VOICE_TURNS turns is kept;
+until the user has spoken a turn (typed questions only) every hold is taken."""
+VOICE_TURNS = 5
+"""The user's latest turns whose voice level HOLD_BELOW_VOICE_DB compares with (the median: one odd turn, a cough
+or an echo the app took for a turn, does not move it)."""
+HOLD_LEVEL_SPAN = 3 * 512
+"""The latest samples fed to the voice detector that a hold's level is taken over: audio.barge_in_hold_ms's 96 ms,
+the three voiced windows that made the hint."""
 HOLDS_RELEASED_MAX = 3
 """Holds that faded while one answer plays before the listener stops holding for it (until the assistant is quiet
 again; barge-in works as without holds). Why: where the answer's own echo reaches the detector (audio.echo = "off"
@@ -229,6 +250,8 @@ class Listener:
         self._held_at: float | None = None  # when a HoldVoice went out that no BargeIn or ReleaseVoice answered yet
         self._released = 0  # holds released while the assistant has been speaking (HOLDS_RELEASED_MAX)
         self._faded_at: float | None = None  # when the speech that holds the voice faded (HOLD_RELEASE_AFTER_S)
+        self._voice_levels: deque[float] = deque(maxlen=VOICE_TURNS)  # the user's latest turns' voice levels (dBFS)
+        self._recent = np.zeros(HOLD_LEVEL_SPAN, np.float32)  # the latest samples the detector was fed
 
     async def run(self) -> None:
         self.microphone.start()
@@ -268,6 +291,7 @@ class Listener:
         samples = block.samples
         if not passes and not isinstance(self.detector, PushToTalk):
             samples = np.zeros_like(samples)  # gated: the detector hears silence, so a turn in progress still ends
+        self._recent = np.concatenate([self._recent, samples])[-HOLD_LEVEL_SPAN:]
         for event in self.detector.feed(samples, block.at):
             self._event(event)
         if self._held_at is not None and (block.at - self._held_at >= HOLD_MAX_S or (
@@ -296,7 +320,7 @@ class Listener:
         if isinstance(event, SpeechHint):  # audio.barge_in_hold_ms of speech: hold the voice, decide later
             if self._held_at is not None:  # speech back before the hold ran out: still held, from now
                 self._held_at, self._faded_at = event.at, None
-            elif self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX:
+            elif self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX and self._as_loud_as_the_user():
                 self._held_at = event.at
                 self._on_event(HoldVoice(event.at))
             return
@@ -322,6 +346,7 @@ class Listener:
             self._draft_turn = None
         if isinstance(event, SpeechEnded):
             self._ended_turn = event.turn
+            self._voice_levels.append(speech_level_dbfs(event.audio))
         future = self.transcriber.observe(event)
         if future is None:
             return
@@ -335,6 +360,19 @@ class Listener:
             marks = {"speech_start": self._speech_start or event.last_speech_at, "speech_end": event.last_speech_at,
                      "turn_confirmed": event.at}
             self._spawn(self._finish(future, marks, len(event.audio) / SPEECH_RATE, event.turn))
+
+    def _as_loud_as_the_user(self) -> bool:
+        """Whether the speech just heard is loud enough to be the user's (HOLD_BELOW_VOICE_DB); True until the
+        user's voice level is known."""
+        if not self._voice_levels:
+            return True
+        voice = float(np.median(self._voice_levels))
+        heard = rms_dbfs(self._recent)
+        if heard >= voice - HOLD_BELOW_VOICE_DB:
+            return True
+        log.debug("speech %.1f dB below the user's voice (%.1f dBFS) over the answer: echo, not held", voice - heard,
+                  voice)
+        return False
 
     def _barge_in(self, at: float) -> None:
         self._held_at = self._faded_at = None  # the barge-in answers the hold: the app stops what it held
