@@ -169,12 +169,14 @@ let through) pauses the answer this much longer."""
 HOLD_BELOW_VOICE_DB = 12.0
 """Speech over the answer this much quieter than the user's own voice (the level of their recent turns) holds
 nothing: it is the answer's echo the canceller let through, at the level left after cancelling, where the user's
-voice comes through at its own. Why 12 dB: replaying the canceller and the voice detector on the recordings of
-duplex-20261205-words (scripts/false_holds.py), the 16 holds the echo alone made in the 18 answers nobody
-interrupted came 10-45 dB below the user's voice in 10 cases and within 5 dB in the others (echo the canceller did
-not remove: the level cannot tell it from a voice); the user's own holds, 62 in the same sessions, came at most
-6.8 dB below it. A turn's voice level is `speech_level_dbfs`, the median of the latest VOICE_TURNS turns is kept;
-until the user has spoken a turn (typed questions only) every hold is taken."""
+voice comes through at its own. Why 12 dB: replaying the canceller and the voice detector on the recordings kept by
+duplex-20261205-settle, -settle-b and -words (scripts/false_holds.py), the echo alone made 34 holds in the 54
+answers nobody interrupted, 14 of them 14-45 dB below the user's voice and the others within 12 dB (echo the
+canceller did not remove: its level cannot tell it from a voice); of the 185 other holds, the user's questions and
+interruptions with the interrupted answers' own echo, 12 were more than 12 dB below it (which of the two they were
+the recordings do not say; the live bench's detections do). A turn's voice level is `speech_level_dbfs`; the
+median of the latest VOICE_TURNS turns is kept; until the user has spoken a turn (typed questions only) every hold
+is taken."""
 VOICE_TURNS = 5
 """The user's latest turns whose voice level HOLD_BELOW_VOICE_DB compares with (the median: one odd turn, a cough
 or an echo the app took for a turn, does not move it)."""
@@ -370,7 +372,7 @@ class Listener:
         heard = rms_dbfs(self._recent)
         if heard >= voice - HOLD_BELOW_VOICE_DB:
             return True
-        log.debug("speech %.1f dB below the user's voice (%.1f dBFS) over the answer: echo, not held", voice - heard,
+        log.info("speech %.1f dB below the user's voice (%.1f dBFS) over the answer: echo, not held", voice - heard,
                   voice)
         return False
 
