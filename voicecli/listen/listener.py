@@ -46,6 +46,7 @@ from voicecli.config import AudioSettings, Config, TurnSettings
 from voicecli.listen.echo_path import open_echo_path
 from voicecli.listen.end_of_turn import end_after_ms
 from voicecli.listen.endpointing import (
+    WINDOW,
     Endpointer,
     PushToTalk,
     SpeechEnded,
@@ -180,7 +181,7 @@ is taken."""
 VOICE_TURNS = 5
 """The user's latest turns whose voice level HOLD_BELOW_VOICE_DB compares with (the median: one odd turn, a cough
 or an echo the app took for a turn, does not move it)."""
-HOLD_LEVEL_SPAN = 3 * 512
+HOLD_LEVEL_SPAN = 3 * WINDOW
 """The latest samples fed to the voice detector that a hold's level is taken over: audio.barge_in_hold_ms's 96 ms,
 the three voiced windows that made the hint."""
 HOLDS_RELEASED_MAX = 3
