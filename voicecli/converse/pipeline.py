@@ -306,15 +306,18 @@ class VoicePipeline:
         self._llm_task: asyncio.Task[None] | None = None
         self._reading_ahead: set[asyncio.Task[None]] = set()
 
-    def _read_ahead(self) -> None:
+    async def read_ahead(self) -> None:
         """Let an LLM that can (the embedded one: voicecli.llm.local.LocalLLM.prefill) read the next question's
-        context now, the conversation as the next question will follow it, while the user listens or thinks: its
-        first token then waits for little more than the question. In the background; a failure there is the next
-        answer's to report."""
+        context now, the conversation as the next question will follow it: its first token then waits for little
+        more than the question. The session awaits it at start-up (the system prompt alone); after each turn it runs
+        in the background (`_read_ahead`) while the user listens or thinks."""
         prefill = getattr(self.llm, "prefill", None)
-        if prefill is None:
-            return
-        task = asyncio.create_task(prefill(self.history.messages(), system=self.settings.system_prompt))
+        if prefill is not None:
+            await prefill(self.history.messages(), system=self.settings.system_prompt)
+
+    def _read_ahead(self) -> None:
+        """`read_ahead` in the background after a turn; a failure there is the next answer's to report."""
+        task = asyncio.create_task(self.read_ahead())
         self._reading_ahead.add(task)
         task.add_done_callback(self._read)
 

@@ -163,11 +163,9 @@ async def open_session(
         load = getattr(llm, "load", None)  # embedded models load up front so the first answer does not wait
         if load is not None:
             await load()
-        prefill = getattr(llm, "prefill", None)  # ... nor for the system prompt to be read (LocalLLM.prefill)
-        if prefill is not None:
-            await prefill([], system=config.llm.system_prompt)
         history = Conversation(max_turns=context_turns(config.llm))
         pipeline = VoicePipeline(llm, opened.by_mode, sink, pipeline_settings(config), history, on_event)
+        await pipeline.read_ahead()  # ... nor for the system prompt to be read (LocalLLM.prefill)
         return Session(config, pipeline, opened.label, opened.local, opened.by_mode, stack.pop_all())
     raise AssertionError("unreachable")  # mypy: the stack above never swallows an exception
 
