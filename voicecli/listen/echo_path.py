@@ -39,11 +39,12 @@ class EchoPath:
     note: str = ""
 
     def clean(self, block: AudioBlock) -> AudioBlock:
-        """A microphone block with the echo removed (unchanged unless the canceller runs)."""
+        """A microphone block with the echo removed (unchanged unless the canceller runs), carrying what the
+        microphone captured."""
         if self.canceller is None:
             return block
         samples, at = self.canceller.process(block.samples, block.at)
-        return AudioBlock(samples, at)
+        return AudioBlock(samples, at, captured=block.samples)
 
     def gate_open(self) -> bool:
         """True while the canceller is trusted, has adapted to the room (its first ~1.5 s of far end lets echo
