@@ -1,6 +1,5 @@
 """Which holds the answer's echo alone would make, replayed on the recordings `voicecli bench duplex --keep-audio DIR`
-kept, how loud each was against the user's own voice (voicecli.listen.listener.HOLD_BELOW_VOICE_DB) and how much of
-what the microphone heard the canceller took out there (HOLD_REMOVED_DB).
+kept, and how loud each was against the user's own voice (voicecli.listen.listener.HOLD_BELOW_VOICE_DB).
 
 Each session's microphone is cleaned by this checkout's echo canceller (as scripts/duplex_replay.py does) and fed to
 the voice detector the app builds from the default configuration. A hold (SpeechHint) inside an answer nobody
@@ -23,24 +22,13 @@ from voicecli.audio.rates import SPEECH_RATE
 from voicecli.bench.duplex import cancelled_capture, load_session
 from voicecli.config import Config
 from voicecli.listen.endpointing import Endpointer, SpeechEnded, SpeechHint
-from voicecli.listen.listener import (
-    HOLD_BELOW_VOICE_DB,
-    HOLD_LEVEL_SPAN,
-    HOLD_REMOVED_DB,
-    VOICE_TURNS,
-    make_detector,
-)
+from voicecli.listen.listener import HOLD_BELOW_VOICE_DB, HOLD_LEVEL_SPAN, VOICE_TURNS, make_detector
 
 BLOCK = 512
 
 
-Hold = tuple[bool, float, float | None, float]
-"""In an answer nobody interrupted, seconds into the session, dB below the user's voice (None: not known yet), dB
-the canceller removed from the microphone there."""
-
-
-def session_holds(path: Path) -> list[Hold] | None:
-    """Every hold (SpeechHint) the voice detector makes on the session's cleaned microphone."""
+def session_holds(path: Path) -> list[tuple[bool, float, float | None]] | None:
+    """(in an answer nobody interrupted, seconds into the session, dB below the user's voice or None) per hold."""
     session, spans = load_session(path)
     cleaned = cancelled_capture(session)
     if cleaned is None:
@@ -48,7 +36,7 @@ def session_holds(path: Path) -> list[Hold] | None:
     detector = make_detector("vad", Config.load().audio)
     assert isinstance(detector, Endpointer)
     voices: deque[float] = deque(maxlen=VOICE_TURNS)
-    holds: list[Hold] = []
+    holds: list[tuple[bool, float, float | None]] = []
     for start in range(0, len(cleaned) - BLOCK + 1, BLOCK):
         for event in detector.feed(cleaned[start : start + BLOCK], (start + BLOCK) / SPEECH_RATE):
             end = round(event.at * SPEECH_RATE)
@@ -58,35 +46,31 @@ def session_holds(path: Path) -> list[Hold] | None:
             elif isinstance(event, SpeechHint):
                 heard = rms_dbfs(cleaned[end - HOLD_LEVEL_SPAN : end])
                 below = None if not voices else statistics.median(voices) - heard
-                removed = rms_dbfs(session.mic[end - HOLD_LEVEL_SPAN : end]) - heard
-                holds.append((echo_only, event.at, below, removed))
+                holds.append((echo_only, event.at, below))
     return holds
 
 
 def main(folders: list[Path]) -> int:
-    echo: list[Hold] = []
-    user: list[Hold] = []
+    echo: list[float | None] = []
+    user: list[float | None] = []
     for folder in folders:
         for path in sorted(folder.glob("*.npz")):
             holds = session_holds(path)
             if holds is None:
                 print("the echo canceller's binding (pywebrtc-audio) is not installed")
                 return 2
-            for hold in holds:
-                echo_only, at, below, removed = hold
-                (echo if echo_only else user).append(hold)
-                shown = "voice level not known yet" if below is None else f"{below:.1f} dB below the voice"
-                kind = "echo" if echo_only else "other"
-                print(f"{folder.name}/{path.stem}: {kind} hold at {at:.1f} s, {shown}, {removed:.1f} dB removed")
+            for echo_only, at, below in holds:
+                (echo if echo_only else user).append(below)
+                if echo_only:
+                    shown = "voice level not known yet" if below is None else f"{below:.1f} dB below the voice"
+                    print(f"{folder.name}/{path.stem}: echo hold at {at:.1f} s, {shown}")
     kinds = (("in answers nobody interrupted (the echo's)", echo), ("elsewhere (mostly the user's)", user))
     for name, figures in kinds:
-        known = [b for _, _, b, _ in figures if b is not None]
+        known = [b for b in figures if b is not None]
         under = sum(1 for b in known if b > HOLD_BELOW_VOICE_DB)
-        removed = sum(1 for _, _, b, r in figures if r >= HOLD_REMOVED_DB and (b is None or b <= HOLD_BELOW_VOICE_DB))
         print(f"holds {name}: {len(figures)}, {under} of them more than {HOLD_BELOW_VOICE_DB:g} dB below the user's "
-              f"voice and {removed} more where the canceller removed {HOLD_REMOVED_DB:g} dB or more (neither is held "
-              f"now)" + (f"; below the voice: the least {min(known):.1f} dB, the most {max(known):.1f}"
-                         if known else ""))
+              f"voice (not held now)" + (f"; the least far below {min(known):.1f} dB, the most {max(known):.1f}"
+                                         if known else ""))
     return 0
 
 

@@ -31,10 +31,8 @@ def test_aec_taps_the_speakers_player_and_cleans_blocks() -> None:
     assert not path.gate_open()  # AEC3 has not adapted to any far end yet: the level gate guards meanwhile
     assert sink.player.reference is path.canceller.reference
     sink.player.reference.push(np.zeros(160, np.float32), 16_000, 10.0)  # something (silence) was played
-    captured = np.full(512, 0.01, np.float32)
-    cleaned = path.clean(AudioBlock(captured, 10.1))
+    cleaned = path.clean(AudioBlock(np.full(512, 0.01, np.float32), 10.1))
     assert len(cleaned.samples) == 480 and cleaned.at == pytest.approx(10.1 - 32 / 16_000)
-    assert cleaned.captured is captured  # what the microphone heard travels on (the listener weighs the difference)
 
 
 @pytest.mark.parametrize(("env", "mode"), [({"VOICECLI_AUDIO__ECHO": "gate"}, "gate"),

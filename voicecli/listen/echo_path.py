@@ -39,12 +39,11 @@ class EchoPath:
     note: str = ""
 
     def clean(self, block: AudioBlock) -> AudioBlock:
-        """A microphone block with the echo removed (unchanged unless the canceller runs), carrying what the
-        microphone captured."""
+        """A microphone block with the echo removed (unchanged unless the canceller runs)."""
         if self.canceller is None:
             return block
         samples, at = self.canceller.process(block.samples, block.at)
-        return AudioBlock(samples, at, captured=block.samples)
+        return AudioBlock(samples, at)
 
     def gate_open(self) -> bool:
         """True while the canceller is trusted, has adapted to the room (its first ~1.5 s of far end lets echo

@@ -11,8 +11,8 @@ hears it yield as they start, and the answer's echo stops, so the canceller has 
 (over a playing answer its suppressor holds a voice down). Speech that fades before barge_in_ms and stays away for
 HOLD_RELEASE_AFTER_S (a cough, a burst of echo the canceller let through) releases it (ReleaseVoice): a false start
 costs a pause, not the answer. Speech far quieter than the user's own voice (HOLD_BELOW_VOICE_DB under the level of
-their latest turns), or where the canceller took out most of what the microphone heard (HOLD_REMOVED_DB), holds
-nothing: that is echo left over after cancelling, which the voice detector cannot tell from a voice by its shape.
+their latest turns) holds nothing: that is echo left over after cancelling, which the voice detector cannot tell
+from a voice by its shape.
 
 Speculation: at a short pause (SpeechPaused) the utterance so far is transcribed at once. That draft does two
 things. It chooses the hang-over for this pause (voicecli.listen.turn_completion: a finished question is confirmed
@@ -178,18 +178,6 @@ interruptions with the interrupted answers' own echo, 12 were more than 12 dB be
 the recordings do not say; the live bench's detections do). A turn's voice level is `speech_level_dbfs`; the
 median of the latest VOICE_TURNS turns is kept; until the user has spoken a turn (typed questions only) every hold
 is taken."""
-HOLD_REMOVED_DB = 12.0
-"""Speech over the answer where the echo canceller removed this much or more of what the microphone heard (its
-level over the cleaned level, the same span) holds nothing: the microphone held mostly echo, and what is left is
-what the canceller missed of it. A user talking over the answer adds their own voice, which the canceller passes:
-as loud as the echo that takes ~3 dB out, 6 dB under it ~7 dB, more only as far as the suppressor holds the voice
-down in double talk. Why 12 dB: replaying the canceller and the voice detector on the recordings kept by five runs
-(duplex-20261205-settle, -settle-b, -words, -voicelevel, -voicelevel-b; scripts/false_holds.py), the echo alone made
-41 holds in answers nobody interrupted once the canceller was relied on (the gate guards a session's first seconds);
-HOLD_BELOW_VOICE_DB takes 21, and of the other 20, 10 had 12.7-20.4 dB removed and 10 had -1.6-9.9. Of the 289
-other holds within HOLD_BELOW_VOICE_DB of the voice (the user's questions and interruptions, and the interrupted
-answers' own echo) 3 had 12 dB or more removed (13.1-19.4; which of the two they were the recordings do not say);
-the interruptions that went on to a turn had 0-10 dB. Unlike the voice level it needs no spoken turn first."""
 VOICE_TURNS = 5
 """The user's latest turns whose voice level HOLD_BELOW_VOICE_DB compares with (the median: one odd turn, a cough
 or an echo the app took for a turn, does not move it)."""
@@ -267,7 +255,6 @@ class Listener:
         self._faded_at: float | None = None  # when the speech that holds the voice faded (HOLD_RELEASE_AFTER_S)
         self._voice_levels: deque[float] = deque(maxlen=VOICE_TURNS)  # the user's latest turns' voice levels (dBFS)
         self._recent = np.zeros(HOLD_LEVEL_SPAN, np.float32)  # the latest samples the detector was fed
-        self._recent_captured = np.zeros(HOLD_LEVEL_SPAN, np.float32)  # ... and the microphone's before cleaning
 
     async def run(self) -> None:
         self.microphone.start()
@@ -308,8 +295,6 @@ class Listener:
         if not passes and not isinstance(self.detector, PushToTalk):
             samples = np.zeros_like(samples)  # gated: the detector hears silence, so a turn in progress still ends
         self._recent = np.concatenate([self._recent, samples])[-HOLD_LEVEL_SPAN:]
-        captured = block.samples if block.captured is None else block.captured
-        self._recent_captured = np.concatenate([self._recent_captured, captured])[-HOLD_LEVEL_SPAN:]
         for event in self.detector.feed(samples, block.at):
             self._event(event)
         if self._held_at is not None and (block.at - self._held_at >= HOLD_MAX_S or (
@@ -338,7 +323,7 @@ class Listener:
         if isinstance(event, SpeechHint):  # audio.barge_in_hold_ms of speech: hold the voice, decide later
             if self._held_at is not None:  # speech back before the hold ran out: still held, from now
                 self._held_at, self._faded_at = event.at, None
-            elif self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX and self._sounds_like_the_user():
+            elif self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX and self._as_loud_as_the_user():
                 self._held_at = event.at
                 self._on_event(HoldVoice(event.at))
             return
@@ -379,22 +364,17 @@ class Listener:
                      "turn_confirmed": event.at}
             self._spawn(self._finish(future, marks, len(event.audio) / SPEECH_RATE, event.turn))
 
-    def _sounds_like_the_user(self) -> bool:
-        """Whether the speech just heard over the answer may be the user's rather than echo the canceller left:
-        not far below the user's voice (HOLD_BELOW_VOICE_DB; not asked until their voice level is known) and not
-        mostly taken out by the canceller (HOLD_REMOVED_DB)."""
-        heard = rms_dbfs(self._recent)
-        removed = rms_dbfs(self._recent_captured) - heard
-        if removed >= HOLD_REMOVED_DB:
-            log.info("speech over the answer with %.1f dB of the microphone's level cancelled: echo, not held", removed)
-            return False
+    def _as_loud_as_the_user(self) -> bool:
+        """Whether the speech just heard is loud enough to be the user's (HOLD_BELOW_VOICE_DB); True until the
+        user's voice level is known."""
         if not self._voice_levels:
             return True
         voice = float(np.median(self._voice_levels))
+        heard = rms_dbfs(self._recent)
         if heard >= voice - HOLD_BELOW_VOICE_DB:
             return True
         log.info("speech %.1f dB below the user's voice (%.1f dBFS) over the answer: echo, not held", voice - heard,
-                 voice)
+                  voice)
         return False
 
     def _barge_in(self, at: float) -> None:

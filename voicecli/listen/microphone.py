@@ -51,9 +51,6 @@ class AudioBlock:
 
     samples: Audio
     at: float
-    captured: Audio | None = None
-    """The microphone's own samples when `samples` were cleaned from them (the echo canceller; None: `samples` are
-    the microphone's): what the cleaning took out tells echo left over from a voice (voicecli.listen.listener)."""
 
 
 def find_microphone(device: int | str | None) -> DeviceInfo:
