@@ -28,7 +28,8 @@ whose delay fell by 80 ms: 8-9 dB ERLE over the answer, ~3 s of leaking echo; fo
 answer, before two estimates agree on the new delay, then ~60 dB). Why two agreeing estimates: one estimate can land
 on an early reflection, and a shift by a wrong amount costs AEC3 its alignment. Hence also the frequent tracking
 (every 0.2 s, ~5.5 ms of CPU each while the far end plays): the leak lasts until the change is confirmed. So from
-each restart of the output stream (a cut of the reference) until an estimate over the new audio confirms the delay,
+when audio played after a restart of the output stream (a cut of the reference) reaches the capture until an
+estimate over that audio confirms the delay,
 the canceller says it is not `settled`, and the level gate guards meanwhile.
 
 Until the capture has been found to hear the far end (a first clear delay estimate), the capture passes through
@@ -250,7 +251,8 @@ class EchoCanceller:
         self._ahead_min = _NOT_SEEN  # the least the reference reached past the capture since the last track
         self._ahead_mins: deque[int] = deque(maxlen=READ_AHEAD_WINDOWS)
         self._cuts = 0  # the reference's cuts (output-stream restarts) seen so far
-        self._since_cut: int | None = None  # far-end frames since a restart whose delay is not yet confirmed
+        self._since_cut: int | None = None  # far-end frames played since a restart whose delay is not yet confirmed
+        self._cut_index = 0  # the reference index the restarted stream's audio starts at
         self.trusted = True
         """False while the far end is heard but its delay cannot be estimated: use the level gate meanwhile."""
 
@@ -261,13 +263,17 @@ class EchoCanceller:
 
     @property
     def settled(self) -> bool:
-        """False from a restart of the output stream (the player's flush at every hold and barge-in, seen as a cut
-        of the reference) until a clear estimate over at least SETTLE_FAR_S of the far end played since agrees with
-        the delay the reference is aligned for (unchanged, or followed). Why: a restart moves the echo's delay by
-        6-14 ms, and until the change is confirmed (~0.4-0.6 s into the next answer) AEC3 leaks; in bench duplex
-        (duplex-20261205-readahead-b) all three false barge-ins came 0.28-0.46 s into an answer, the level gate
-        not guarding. The caller guards with the gate meanwhile (voicecli.listen.echo_path)."""
-        return self._since_cut is None
+        """False from when the far end played after a restart of the output stream (the player's flush at every
+        hold and barge-in, seen as a cut of the reference) reaches the capture, until a clear estimate over at
+        least SETTLE_FAR_S of it agrees with the delay the reference is aligned for (unchanged, or followed). Why: a
+        restart moves the echo's delay by 6-14 ms, and until the change is confirmed (~0.4-0.6 s into the next
+        answer) AEC3 leaks; in bench duplex (duplex-20261205-readahead-b) all three false barge-ins came 0.28-0.46 s
+        into an answer, the level gate not guarding. The caller guards with the gate meanwhile
+        (voicecli.listen.echo_path). Why not from the cut itself: the echo still coming in then is of what played
+        before it, at the delay AEC3 is aligned for, and what follows a hold's flush is the user's voice, which the
+        gate, comparing it with the answer's level, would mute (duplex-20261205-daclevel: 13 of 18 interruptions
+        heard, p50 1,076 ms)."""
+        return self._since_cut is None or self._since_cut == 0
 
     @property
     def echo_heard(self) -> bool:
@@ -299,6 +305,7 @@ class EchoCanceller:
             self._cuts = self.reference.cuts
             if self._aligned is not None:  # a delay was found before the restart: it has to be confirmed again
                 self._since_cut = 0
+                self._cut_index = self.reference.cut_index or 0
         n = len(samples)
         offset = now_index - (self._count + n)  # reference index of capture sample 0 per this callback
         anchor = self._place(offset, n)
@@ -314,7 +321,7 @@ class EchoCanceller:
         far = self.reference.read_index(first - self._shift, usable)
         cancelled = np.asarray(self._apm.process(pending[:usable], far), dtype=np.float32)
         out = cancelled if self.echo_heard else pending[:usable]  # AEC3 adapts either way
-        self._account(pending[:usable], out, far)
+        self._account(pending[:usable], out, far, first - self._shift)
         if self._since_estimate >= self._track_every:
             self._since_estimate = 0
             if self._ahead_min != _NOT_SEEN:
@@ -349,14 +356,16 @@ class EchoCanceller:
         self._history[-n:] = samples[-n:]
         self._since_estimate += len(samples)
 
-    def _account(self, before: Audio, after: Audio, far: Audio) -> None:
+    def _account(self, before: Audio, after: Audio, far: Audio, far_index: int) -> None:
+        """Count the frames (`far` starts at reference index `far_index`): far-end activity, the energies for the
+        ERLE, and the far end played since a restart (`settled`)."""
         stats = self.stats
         for i in range(0, len(before), FRAME):
             stats.frames += 1
             if rms_dbfs(far[i : i + FRAME]) > FAR_ACTIVE_DBFS:
                 stats.far_frames += 1
                 self._adapted += 1
-                if self._since_cut is not None:
+                if self._since_cut is not None and far_index + i >= self._cut_index:
                     self._since_cut += 1
                 stats.in_energy += float(np.sum(np.square(before[i : i + FRAME], dtype=np.float64)))
                 stats.out_energy += float(np.sum(np.square(after[i : i + FRAME], dtype=np.float64)))

@@ -64,6 +64,7 @@ class FarEndReference:
         """Blocks pushed so far (the player's callbacks that handed audio to the device)."""
         self._reanchors = 0
         self._cuts = 0
+        self._cut_index: int | None = None
 
     # -- the audio thread ----------------------------------------------------------------------------------------
 
@@ -116,6 +117,7 @@ class FarEndReference:
             return
         self._cuts += 1
         stamp = max(round((at - self._origin) * self.rate), self._end - len(self._ring))
+        self._cut_index = min(stamp, self._end)
         if stamp < self._end:
             dropped = self._end - stamp
             self._end = stamp
@@ -168,6 +170,13 @@ class FarEndReference:
         """Cuts applied so far (``cut``: each one a stream aborted and restarted after something was played)."""
         self._absorb()
         return self._cuts
+
+    @property
+    def cut_index(self) -> int | None:
+        """The absolute index (see ``index``) from which the latest cut says nothing was played: what comes at or
+        after it was played by the restarted stream (None before any cut)."""
+        self._absorb()
+        return self._cut_index
 
     @property
     def end(self) -> int:

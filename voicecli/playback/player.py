@@ -56,6 +56,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from voicecli.audio.far_end import FarEndReference
+from voicecli.audio.levels import SILENCE_DBFS, rms_dbfs
 from voicecli.audio.resample import StreamResampler
 from voicecli.audio_devices import AudioDeviceError, DeviceInfo, load_sounddevice, resolve_device, silence_alsa_errors
 from voicecli.wire.protocol import SAMPLE_RATE
@@ -165,6 +166,18 @@ class _Piece:
 PIECES_KEPT_S = 1.0
 """How far back the callback's log of played pieces reaches: longer than any stream latency, so every piece the
 device may still hold is in it when `hold` flushes the device."""
+LEVELS_KEPT = 256
+"""Callbacks whose output level the player remembers (`level_db`): 2.5-5 s of 10-20 ms blocks, more than the span
+any caller asks about plus the stream latency ahead of it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """The level (dBFS) of one callback's output, heard from `dac` to `until` on the monotonic clock."""
+
+    dac: float
+    until: float
+    dbfs: float
 
 
 class Player:
@@ -201,6 +214,7 @@ class Player:
         self._playing_out = False  # written audio not yet played out: the callback wakes the watcher when it is
         self._held = False  # hold(): the callback plays silence and leaves the queue as it is
         self._pieces: deque[_Piece] = deque()  # what the callback played lately, oldest first (see hold)
+        self._levels: deque[_Level] = deque(maxlen=LEVELS_KEPT)  # each callback's output level (see level_db)
         self.stats = PlaybackStats()
         self._stream: Any = self._open_stream(latency, block_ms, stream_rate)
         self._resampler: StreamResampler | None = None
@@ -354,6 +368,8 @@ class Player:
         with self._lock:
             self._requeue_unheard(aborted_at)
             self._last_dac_end = min(self._last_dac_end, aborted_at)
+            while self._levels and self._levels[-1].dac >= aborted_at:
+                self._levels.pop()  # handed to the device, never heard
         if self._reference is not None:
             self._reference.cut(aborted_at)
         self._stream.start()
@@ -374,6 +390,16 @@ class Player:
         that flushed it); 0.0 before anything was played."""
         with self._lock:
             return self._last_dac_end
+
+    def level_db(self, since: float, until: float) -> float:
+        """The loudest level (dBFS, each callback's block) of what was heard at the DAC between the monotonic
+        times `since` and `until`; SILENCE_DBFS when nothing was. Why the DAC's time and not what was written last:
+        the answer is written seconds ahead of playback, in bursts of pieces of any level, and what the microphone
+        can hear now is what left the DAC just before (the echo gate, voicecli.playback.speaker.Speaker.level_db).
+        A block a flush discarded was never heard and does not count."""
+        with self._lock:
+            heard = [level.dbfs for level in self._levels if level.dac < until and level.until > since]
+        return max(heard, default=SILENCE_DBFS)
 
     def _requeue_unheard(self, flushed_at: float) -> None:
         """Put the pieces (or their ends) due at the DAC at or after `flushed_at` back in front of the queue, in
@@ -479,6 +505,7 @@ class Player:
             if not queue and self._playing_out and now >= self._last_dac_end:
                 self._playing_out = False  # the last sample written has left the DAC
                 wake = True
+            self._levels.append(_Level(dac0, dac0 + frames / rate, rms_dbfs(outdata)))
         reference = self._reference
         if reference is not None:
             reference.push(outdata, rate, dac0)

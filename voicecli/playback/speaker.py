@@ -6,19 +6,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from voicecli.audio.levels import rms_dbfs
 from voicecli.audio.pcm import Samples
 from voicecli.config import Config
 from voicecli.playback.player import Player
 from voicecli.playback.sinks import AudioSink, CollectingSink
 
 ECHO_TAIL_S = 0.3
-"""How long after the last sample left the DAC (the answer's end, or the flush of a hold or a stop) its echo may
-still reach the microphone: the acoustic path and capture buffering (the bulk delay, 30-125 ms in bench duplex)
-plus the room's reverberation (a 0.3 s RT60 is down 20 dB after 0.1 s). Why it matters: the queue empties a device
-latency before the last sound, so the level gate opened while the echo of the answer's last words was still coming
-in; where the canceller was not yet relied on (restarted 0.7 s before), that tail held the voice and barged in
-(bench duplex, duplex-diag 2026-12-05)."""
+"""How long after a sound left the DAC its echo may still reach the microphone: the acoustic path and capture
+buffering (the bulk delay, 30-125 ms in bench duplex) plus the room's reverberation (a 0.3 s RT60 is down 20 dB
+after 0.1 s). The echo gate compares the microphone with the loudest of what the DAC played over this span
+(`Speaker.level_db`). Why it matters: at the answer's end, the queue empties a device latency before the last sound
+and the echo of the last words comes after it; where the canceller was not yet relied on (restarted 0.7 s
+before), that tail held the voice and barged in (bench duplex, duplex-diag 2026-12-05)."""
 
 
 class Speaker:
@@ -26,20 +25,19 @@ class Speaker:
 
     def __init__(self, player: Player) -> None:
         self.player = player
-        self._level_db = -120.0
 
     def write(self, samples: Samples, answer_id: str) -> None:
-        if samples.size:
-            self._level_db = rms_dbfs(samples)
         self.player.write(samples, answer_id)
 
     def level_db(self) -> float:
-        """Level of the audio being played (the echo gate compares the microphone with it), and of the last played
-        for ECHO_TAIL_S after it left the DAC; silence otherwise."""
-        player = self.player
-        if (player.queued_seconds > 0 and not player.held) or time.monotonic() < player.sounding_until + ECHO_TAIL_S:
-            return self._level_db
-        return -120.0
+        """The loudest level of what the DAC played over the last ECHO_TAIL_S, whose echo the microphone may be
+        hearing now (the echo gate compares the microphone with it); silence when nothing was. Not the level of the
+        audio written last, as before: an answer is written seconds ahead of playback, in pieces of any level, so a
+        quiet piece written last let the echo of a loud one through. In bench duplex 11 of the 46 holds without
+        the user in five runs came 0.3-0.6 s into an answer, where the gate guards (a session's first answer,
+        before AEC3 has adapted; a restarted stream's delay not yet confirmed)."""
+        now = time.monotonic()
+        return self.player.level_db(now - ECHO_TAIL_S, now)
 
     def finish(self, answer_id: str) -> None:
         self.player.end_answer(answer_id)
