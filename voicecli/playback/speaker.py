@@ -33,9 +33,9 @@ class Speaker:
         """The loudest level of what the DAC played over the last ECHO_TAIL_S, whose echo the microphone may be
         hearing now (the echo gate compares the microphone with it); silence when nothing was. Not the level of the
         audio written last, as before: an answer is written seconds ahead of playback, in pieces of any level, so a
-        quiet piece written last let the echo of a loud one through. In bench duplex 11 of the 46 holds without
-        the user in five runs came 0.3-0.6 s into an answer, where the gate guards (a session's first answer,
-        before AEC3 has adapted; a restarted stream's delay not yet confirmed)."""
+        quiet piece written last let the echo of a loud one through. In bench duplex 10 of the 42 holds in answers
+        nobody interrupted, in five runs, came 0.3-0.6 s into the answer, where the gate guards (a session's first
+        answer, before AEC3 has adapted; a restarted stream's delay not yet confirmed)."""
         now = time.monotonic()
         return self.player.level_db(now - ECHO_TAIL_S, now)
 
