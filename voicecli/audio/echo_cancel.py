@@ -29,8 +29,8 @@ answer, before two estimates agree on the new delay, then ~60 dB). Why two agree
 on an early reflection, and a shift by a wrong amount costs AEC3 its alignment. Hence also the frequent tracking
 (every 0.2 s, ~5.5 ms of CPU each while the far end plays): the leak lasts until the change is confirmed. So from
 when audio played after a restart of the output stream (a cut of the reference) reaches the capture until an
-estimate over that audio confirms the delay,
-the canceller says it is not `settled`, and the level gate guards meanwhile.
+estimate over that audio confirms the delay, the canceller says it is not `settled`, and the level gate guards
+meanwhile.
 
 Until the capture has been found to hear the far end (a first clear delay estimate), the capture passes through
 uncancelled while AEC3 still adapts on it. Why: an AEC3 that has not yet seen its echo suppresses the near end
