@@ -1,5 +1,6 @@
 """Which holds the answer's echo alone would make, replayed on the recordings `voicecli bench duplex --keep-audio DIR`
-kept, and how loud each was against the user's own voice (voicecli.listen.listener.HOLD_BELOW_VOICE_DB).
+kept, and how loud each was against the user's own voice (voicecli.listen.listener.HOLD_BELOW_VOICE_DB); given the
+run's results too (DIR=RUN), which of its interruptions the replay hears, and how soon.
 
 Each session's microphone is cleaned by this checkout's echo canceller (as scripts/duplex_replay.py does) and fed to
 the voice detector the app builds from the default configuration. A hold (SpeechHint) inside an answer nobody
@@ -7,28 +8,55 @@ interrupted is the echo's; the others are mostly the user's (questions and inter
 own echo lands there too). The user's voice level is taken as the listener takes it: `speech_level_dbfs` of each
 turn outside those answers, the median of the latest VOICE_TURNS. The level gate is not replayed, so holds in the
 first second of a session (before the canceller converged, when the app's gate guards) are listed but not live.
-Usage: .venv/bin/python scripts/false_holds.py DIR [DIR ...]
+
+An interruption is heard when a hold within HOLD_BELOW_VOICE_DB of the voice comes between the user's first voiced
+sample and RESPONSE_S after their last (times from the run's results.json, whose wall clock is laid on the
+recordings' monotonic one by the answers' first sounds); "double talk" are those the answer's echo sounded under for
+at least half of them, as the bench counts them. Why: a live run takes ~25 min and the interruptions land where the
+answers' timing puts them; replayed, a change to the canceller (or to AEC3 itself: a build of pywebrtc-audio on
+PYTHONPATH) is compared on the very same audio (results/bench/aec3-tuning-20261206).
+Usage: .venv/bin/python scripts/false_holds.py DIR[=RUN_DIR] [DIR[=RUN_DIR] ...]
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from voicecli.audio.levels import rms_dbfs, speech_level_dbfs
 from voicecli.audio.rates import SPEECH_RATE
-from voicecli.bench.duplex import cancelled_capture, load_session
+from voicecli.bench.audio_marks import AUDIBLE_DBFS
+from voicecli.bench.duplex import DOUBLE_TALK, Session, cancelled_capture, load_session
 from voicecli.config import Config
 from voicecli.listen.endpointing import Endpointer, SpeechEnded, SpeechHint
 from voicecli.listen.listener import HOLD_BELOW_VOICE_DB, HOLD_LEVEL_SPAN, VOICE_TURNS, make_detector
 
 BLOCK = 512
+RESPONSE_S = 0.5
+"""How long after the user's last voiced sample a hold still counts as hearing the interruption."""
+QUIET_BEFORE_S = 1.5
+"""Silence on the speaker before a sound that counts as an answer's first (aligning the run's clock)."""
 
 
-def session_holds(path: Path) -> list[tuple[bool, float, float | None]] | None:
-    """(in an answer nobody interrupted, seconds into the session, dB below the user's voice or None) per hold."""
+@dataclass(frozen=True)
+class Hold:
+    """One SpeechHint of the replay: its microphone frame, whether it fell in an answer nobody interrupted, and how
+    far below the user's voice it was (None until a turn of the user's was heard)."""
+
+    frame: int
+    echo_only: bool
+    below: float | None
+
+
+def session_holds(path: Path) -> tuple[Session, list[Hold]] | None:
+    """The session and the holds its replay makes; None when the canceller's binding is not installed."""
     session, spans = load_session(path)
     cleaned = cancelled_capture(session)
     if cleaned is None:
@@ -36,7 +64,7 @@ def session_holds(path: Path) -> list[tuple[bool, float, float | None]] | None:
     detector = make_detector("vad", Config.load().audio)
     assert isinstance(detector, Endpointer)
     voices: deque[float] = deque(maxlen=VOICE_TURNS)
-    holds: list[tuple[bool, float, float | None]] = []
+    holds: list[Hold] = []
     for start in range(0, len(cleaned) - BLOCK + 1, BLOCK):
         for event in detector.feed(cleaned[start : start + BLOCK], (start + BLOCK) / SPEECH_RATE):
             end = round(event.at * SPEECH_RATE)
@@ -46,24 +74,78 @@ def session_holds(path: Path) -> list[tuple[bool, float, float | None]] | None:
             elif isinstance(event, SpeechHint):
                 heard = rms_dbfs(cleaned[end - HOLD_LEVEL_SPAN : end])
                 below = None if not voices else statistics.median(voices) - heard
-                holds.append((echo_only, event.at, below))
-    return holds
+                holds.append(Hold(end, echo_only, below))
+    return session, holds
 
 
-def main(folders: list[Path]) -> int:
+def wall_offset(session: Session, samples: list[dict[str, Any]]) -> float:
+    """Wall-clock seconds minus monotonic ones for the run that recorded `session`: the offset that lays the run's
+    answer starts (wall) on the first sounds after QUIET_BEFORE_S of silence in the speaker's recording."""
+    size = SPEECH_RATE // 100
+    count = len(session.speaker) // size
+    power = np.mean(np.square(session.speaker[: count * size].reshape(count, size)), axis=1)
+    loud = power > 10 ** (AUDIBLE_DBFS / 10)
+    onsets, quiet = [], 0
+    for index, is_loud in enumerate(loud):
+        if is_loud and quiet >= QUIET_BEFORE_S * 100:
+            onsets.append(session.speaker_timing.time(index * size))
+        quiet = 0 if is_loud else quiet + 1
+    walls = [s["detail"]["played_at_wall"] + s["detail"]["times_s"]["answer_start"] for s in samples
+             if s["detail"]["times_s"]["answer_start"] is not None]
+    if not onsets or not walls:
+        raise ValueError("no answer found to align the run's clock with the recordings")
+
+    def misfit(offset: float) -> float:
+        return float(sum(min(abs(wall - offset - onset) for onset in onsets) for wall in walls))
+
+    return float(min((walls[0] - onset for onset in onsets), key=misfit))
+
+
+Heard = tuple[float, float | None]
+"""An interruption: the share of it over the answer's echo, and when the replay held for it (ms, or None)."""
+
+
+def interruptions(session: Session, holds: list[Hold], samples: list[dict[str, Any]]) -> list[Heard]:
+    """Each interruption of the session's turns: ms from the user's first voiced sample to the first hold loud enough
+    to be theirs (HOLD_BELOW_VOICE_DB)."""
+    offset = wall_offset(session, samples)
+    found: list[Heard] = []
+    for sample in samples:
+        detail = sample["detail"]
+        times = detail["times_s"]
+        if detail["kind"] == "echo_only" or times["speech_start"] is None or detail["talk_over"] is None:
+            continue
+        base = detail["played_at_wall"] - offset
+        first = session.mic_timing.frame(base + times["speech_start"])
+        last = session.mic_timing.frame(base + times["speech_end"] + RESPONSE_S)
+        heard = [h.frame for h in holds if first <= h.frame <= last and (h.below or 0.0) <= HOLD_BELOW_VOICE_DB]
+        found.append((detail["talk_over"], (heard[0] - first) / SPEECH_RATE * 1000 if heard else None))
+    return found
+
+
+def main(arguments: list[str]) -> int:
     echo: list[float | None] = []
     user: list[float | None] = []
-    for folder in folders:
-        for path in sorted(folder.glob("*.npz")):
-            holds = session_holds(path)
-            if holds is None:
+    heard: list[Heard] = []
+    for argument in arguments:
+        folder, _, run = argument.partition("=")
+        results = json.loads((Path(run) / "results.json").read_text()) if run else None
+        for path in sorted(Path(folder).glob("*.npz")):
+            replayed = session_holds(path)
+            if replayed is None:
                 print("the echo canceller's binding (pywebrtc-audio) is not installed")
                 return 2
-            for echo_only, at, below in holds:
-                (echo if echo_only else user).append(below)
-                if echo_only:
-                    shown = "voice level not known yet" if below is None else f"{below:.1f} dB below the voice"
-                    print(f"{folder.name}/{path.stem}: echo hold at {at:.1f} s, {shown}")
+            session, holds = replayed
+            for hold in holds:
+                (echo if hold.echo_only else user).append(hold.below)
+                if hold.echo_only:
+                    shown = ("voice level not known yet" if hold.below is None
+                             else f"{hold.below:.1f} dB below the voice")
+                    print(f"{Path(folder).name}/{path.stem}: echo hold at {hold.frame / SPEECH_RATE:.1f} s, {shown}")
+            if results is not None:
+                delay = float(path.stem.rsplit("-", 1)[-1].removesuffix("ms"))
+                samples = [s for s in results["samples"] if s["detail"]["delay_ms"] == delay]
+                heard += interruptions(session, holds, samples)
     kinds = (("in answers nobody interrupted (the echo's)", echo), ("elsewhere (mostly the user's)", user))
     for name, figures in kinds:
         known = [b for b in figures if b is not None]
@@ -71,6 +153,12 @@ def main(folders: list[Path]) -> int:
         print(f"holds {name}: {len(figures)}, {under} of them more than {HOLD_BELOW_VOICE_DB:g} dB below the user's "
               f"voice (not held now)" + (f"; the least far below {min(known):.1f} dB, the most {max(known):.1f}"
                                          if known else ""))
+    if not any("=" in argument for argument in arguments):
+        return 0
+    for name, group in (("interruptions", heard), ("of them double talk", [h for h in heard if h[0] >= DOUBLE_TALK])):
+        times = [ms for _, ms in group if ms is not None]
+        print(f"{name}: {len(times)} of {len(group)} heard" +
+              (f", held p50 {statistics.median(times):.0f} ms" if times else ""))
     return 0
 
 
@@ -78,4 +166,4 @@ if __name__ == "__main__":
     if len(sys.argv) < 2:
         print(__doc__)
         sys.exit(2)
-    sys.exit(main([Path(arg) for arg in sys.argv[1:]]))
+    sys.exit(main(sys.argv[1:]))
