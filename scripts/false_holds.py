@@ -78,6 +78,13 @@ def session_holds(path: Path) -> tuple[Session, list[Hold]] | None:
     return session, holds
 
 
+def session_samples(path: Path, results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's samples of the app session kept at `path` (named `{mode}-{delay}ms.npz` by voicecli.bench.duplex:
+    one session per echo delay)."""
+    delay = float(path.stem.rsplit("-", 1)[-1].removesuffix("ms"))
+    return [s for s in results["samples"] if s["detail"]["delay_ms"] == delay]
+
+
 def wall_offset(session: Session, samples: list[dict[str, Any]]) -> float:
     """Wall-clock seconds minus monotonic ones for the run that recorded `session`: the offset that lays the run's
     answer starts (wall) on the first sounds after QUIET_BEFORE_S of silence in the speaker's recording."""
@@ -143,9 +150,7 @@ def main(arguments: list[str]) -> int:
                              else f"{hold.below:.1f} dB below the voice")
                     print(f"{Path(folder).name}/{path.stem}: echo hold at {hold.frame / SPEECH_RATE:.1f} s, {shown}")
             if results is not None:
-                delay = float(path.stem.rsplit("-", 1)[-1].removesuffix("ms"))
-                samples = [s for s in results["samples"] if s["detail"]["delay_ms"] == delay]
-                heard += interruptions(session, holds, samples)
+                heard += interruptions(session, holds, session_samples(path, results))
     kinds = (("in answers nobody interrupted (the echo's)", echo), ("elsewhere (mostly the user's)", user))
     for name, figures in kinds:
         known = [b for b in figures if b is not None]

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-from false_holds import wall_offset
+from false_holds import session_samples, wall_offset
 
 from voicecli.bench.duplex import DOUBLE_TALK, load_session
 
@@ -63,8 +63,7 @@ def main(arguments: list[str]) -> None:
         results = json.loads((Path(run) / "results.json").read_text())
         for path in sorted(Path(folder).glob("*.npz")):
             session, spans = load_session(path)
-            delay = float(path.stem.rsplit("-", 1)[-1].removesuffix("ms"))
-            samples = [s for s in results["samples"] if s["detail"]["delay_ms"] == delay]
+            samples = session_samples(path, results)
             lag = statistics.median(s["detail"]["echo_delay_ms"] for s in samples
                                     if s["detail"]["echo_delay_ms"]) / 1000
             mic_frames = np.arange(len(session.mic), dtype=np.float64)
@@ -83,8 +82,7 @@ def main(arguments: list[str]) -> None:
                 detail = sample["detail"]
                 if detail["kind"] == "echo_only" or detail["times_s"]["speech_start"] is None:
                     continue
-                start = np.interp(detail["played_at_wall"] - offset + detail["times_s"]["speech_start"],
-                                  session.mic_timing.times, session.mic_timing.frames)
+                start = session.mic_timing.frame(detail["played_at_wall"] - offset + detail["times_s"]["speech_start"])
                 first = (center >= start) & (center <= start + RATE // 2)
                 heard.append((detail["talk_over"] or 0.0, int((low & first).sum())))
     print(f"coherence below {LOW} (ALPHA {ALPHA}); echo-only 0.5 s windows: {len(echo_windows)}")
