@@ -380,6 +380,9 @@ class AudioSettings:
     echo: str
     """"aec" | "gate" | "off" (voicecli.audio.echo_cancel.ECHO_MODES); a legacy echo_gate = false reads as "off"."""
     echo_noise_suppression: bool
+    echo_double_talk: bool
+    """With "aec": hold the answer's voice when the microphone holds more than its echo (voicecli.audio.double_talk),
+    so a user talking over a loud answer is heard once the echo stops."""
     echo_gate: bool
     """Deprecated in favour of `echo`; kept so old config files still load."""
     echo_margin_db: float

@@ -283,3 +283,16 @@ def test_erle_db() -> None:
     assert erle_db(noise, noise * 0.01) == pytest.approx(40.0, abs=0.01)
     assert erle_db(np.zeros(10, np.float32), np.zeros(10, np.float32)) == 0.0
     assert EchoStats().erle_db == 0.0
+
+
+@pytest.mark.parametrize("echo_db", [0.0, 6.0])
+def test_a_voice_under_the_echo_is_told_as_double_talk(echo_db: float) -> None:
+    """Fed as the app feeds it, the canceller tells a voice under the answer's echo (voicecli.audio.double_talk,
+    on the far end at the delay it found) within half a second, and never the echo alone."""
+    far = speech("q01.wav", "q03.wav", "q05.wav", "q07.wav")
+    mix = mixture(far, speech("q02.wav"), 0.08, echo_db, near_at_s=3.5)
+    told: list[tuple[int, bool]] = []
+    run(mix, watch=lambda end, canceller: told.append((end, canceller.double_talk)))
+    voice_from = mix.near_span.start + int(np.argmax(np.abs(mix.near[mix.near_span]) > 0.01 * np.max(mix.near)))
+    assert not any(flag for end, flag in told if end <= voice_from)
+    assert any(flag for end, flag in told if voice_from < end <= voice_from + SPEECH_RATE // 2)

@@ -441,6 +441,38 @@ async def test_speech_far_below_the_users_voice_holds_nothing() -> None:
     assert voice_events(events) == ["HoldVoice", "ReleaseVoice", "HoldVoice"]
 
 
+async def test_double_talk_holds_the_voice_and_the_words_after_it_barge_in() -> None:
+    """The canceller tells a voice under the echo (EchoGate.double_talk) that the detector, fed the canceller's
+    output, does not hear: the voice is held at once; the user's next words, clean now, are the barge-in. Told with
+    nobody after it, the hold runs out after HOLD_MAX_S; with the assistant quiet it holds nothing."""
+    speaking, double_talk = [True], [False]
+    events: list[ListenEvent] = []
+    gate = EchoGate(True, -60.0, lambda: speaking[0], lambda: -120.0, lambda: double_talk[0])
+    endpointer = Endpointer(silence_ms=300, tail_ms=96, min_speech_ms=256, hint_ms=96,
+                            vad=LoudnessVad())  # type: ignore[arg-type]
+    listener = Listener(None, endpointer, TurnTranscriber(FakeDecoder()), events.append, gate)  # type: ignore[arg-type]
+    clock = [1000.0]
+    await feed_windows(listener, silence(0.256), clock)
+    double_talk[0] = True
+    told_at = clock[0]
+    await feed_windows(listener, silence(0.064), clock)  # "Wait" under the echo: nothing reaches the detector
+    double_talk[0] = False
+    await feed_windows(listener, np.full(12 * 512, 0.1, dtype=np.float32), clock)  # "stop.", the echo gone
+    assert voice_events(events) == ["HoldVoice", "BargeIn"]
+    assert next(e for e in events if isinstance(e, HoldVoice)).at == pytest.approx(told_at + 0.032)
+    await feed_windows(listener, silence(0.5), clock)
+    events.clear()
+    double_talk[0] = True  # a door: told, and nothing follows
+    await feed_windows(listener, silence(0.064), clock)
+    double_talk[0] = False
+    await feed_windows(listener, silence(HOLD_MAX_S + 0.1), clock)
+    assert voice_events(events) == ["HoldVoice", "ReleaseVoice"]
+    events.clear()
+    speaking[0], double_talk[0] = False, True
+    await feed_windows(listener, silence(0.2), clock)
+    assert voice_events(events) == []
+
+
 async def test_undecided_speech_holds_the_voice_at_most_hold_max_s() -> None:
     """Windows between Silero's thresholds keep the speech neither faded nor a turn: the answer plays on after
     HOLD_MAX_S."""

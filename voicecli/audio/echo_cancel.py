@@ -54,6 +54,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from voicecli.audio.double_talk import DoubleTalkDetector
 from voicecli.audio.echo_delay import DelayEstimate, estimate_delay
 from voicecli.audio.far_end import FarEndReference
 from voicecli.audio.levels import SILENCE_DBFS, rms_dbfs
@@ -255,6 +256,7 @@ class EchoCanceller:
         self._cut_index = 0  # the reference index the restarted stream's audio starts at
         self.trusted = True
         """False while the far end is heard but its delay cannot be estimated: use the level gate meanwhile."""
+        self._double_talk = DoubleTalkDetector(self.rate)  # fed the raw capture and the far end at the echo's delay
 
     @property
     def converged(self) -> bool:
@@ -274,6 +276,13 @@ class EchoCanceller:
         gate, comparing it with the answer's level, would mute (duplex-20261205-daclevel: 13 of 18 interruptions
         heard, p50 1,076 ms)."""
         return self._since_cut is None or self._since_cut == 0
+
+    @property
+    def double_talk(self) -> bool:
+        """True while the capture holds more than the far end's echo alone over the latest half second: a voice (or
+        another sound) over the answer, told by its incoherence with the far end at the echo's delay
+        (voicecli.audio.double_talk). Only once the delay is known and confirmed (`settled`)."""
+        return self._aligned is not None and self.trusted and self.settled and self._double_talk.near_end
 
     @property
     def echo_heard(self) -> bool:
@@ -320,6 +329,8 @@ class EchoCanceller:
         self._ahead_min = min(self._ahead_min, self.reference.end - (first + usable))
         far = self.reference.read_index(first - self._shift, usable)
         cancelled = np.asarray(self._apm.process(pending[:usable], far), dtype=np.float32)
+        if self._aligned is not None:
+            self._double_talk.feed(pending[:usable], self.reference.read_index(first - self._aligned, usable))
         out = cancelled if self.echo_heard else pending[:usable]  # AEC3 adapts either way
         self._account(pending[:usable], out, far, first - self._shift)
         if self._since_estimate >= self._track_every:
@@ -461,6 +472,7 @@ class EchoCanceller:
         """Set the shift for `bulk`; a new shift starts AEC3 afresh (it converges faster from scratch than from a
         filter adapted to another alignment)."""
         self._aligned = bulk
+        self._double_talk.reset()  # its smoothed spectra were taken at another alignment
         if abs(shift - self._shift) > 0.002 * self.rate:
             log.info("echo delay %.1f ms (clarity %.1f): reference shifted by %.1f ms", bulk / self.rate * 1000,
                      clarity, shift / self.rate * 1000)

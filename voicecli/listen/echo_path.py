@@ -45,6 +45,12 @@ class EchoPath:
         samples, at = self.canceller.process(block.samples, block.at)
         return AudioBlock(samples, at)
 
+    def double_talk(self) -> bool:
+        """True while the canceller, relied on (`gate_open`), hears more than the answer's echo: a voice under it
+        (voicecli.audio.double_talk). The listener holds the answer's voice on it."""
+        canceller = self.canceller
+        return canceller is not None and self.gate_open() and canceller.double_talk
+
     def gate_open(self) -> bool:
         """True while the canceller is trusted, has adapted to the room (its first ~1.5 s of far end lets echo
         through), knows whether there is an echo at all (found, or a capture that stayed quiet while the far end

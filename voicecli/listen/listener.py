@@ -199,6 +199,8 @@ class EchoGate:
     margin_db: float = 6.0
     is_speaking: Callable[[], bool] = field(default=lambda: False)
     playback_db: Callable[[], float] = field(default=lambda: -120.0)
+    double_talk: Callable[[], bool] = field(default=lambda: False)
+    """Whether the echo canceller hears a voice under the answer's echo (voicecli.listen.echo_path.EchoPath)."""
 
     def passes(self, level_db: float) -> bool:
         if not self.enabled or not self.is_speaking():
@@ -297,6 +299,10 @@ class Listener:
         self._recent = np.concatenate([self._recent, samples])[-HOLD_LEVEL_SPAN:]
         for event in self.detector.feed(samples, block.at):
             self._event(event)
+        if self._held_at is None and self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX and \
+                self.gate.double_talk():
+            self._held_at = block.at  # a voice under the echo: held, the rest of it comes through once the echo stops
+            self._on_event(HoldVoice(block.at))
         if self._held_at is not None and (block.at - self._held_at >= HOLD_MAX_S or (
                 self._faded_at is not None and block.at - self._faded_at >= HOLD_RELEASE_AFTER_S)):
             self._release(block.at)
@@ -525,7 +531,8 @@ async def open_gated_listener(
         echo = open_echo_path(config, sink)  # audio.echo; with "aec" the gate only stands in while AEC cannot
         playback = playback_db if echo.canceller is None else (
             lambda: -120.0 if echo.gate_open() else playback_db())
-        gate = EchoGate(echo.mode != "off", config.audio.echo_margin_db, is_speaking, playback)
+        double_talk = echo.double_talk if config.audio.echo_double_talk else (lambda: False)
+        gate = EchoGate(echo.mode != "off", config.audio.echo_margin_db, is_speaking, playback, double_talk)
         listener = open_listener(config, on_event, gate)
         listener.microphone.process = echo.clean if echo.canceller is not None else None
         return listener
