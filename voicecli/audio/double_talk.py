@@ -6,19 +6,28 @@ interruptions spoken mostly over the answer's echo were missed (3-4 of 18 per ru
 recovered one in seven on the replay while letting echo through (results/bench/aec3-tuning-20261206). This module asks
 another question of the raw microphone: is what it hears the far end alone, through the room? A room is close to
 a linear filter, so over a few tens of ms the echo stays coherent with what the speaker played; a second voice breaks
-that coherence in the bands it fills. On the kept recordings of two runs, half seconds with at least LOW_FRAMES
-frames below LOW_COHERENCE flagged 6 of the 7 double-talk interruptions within their first half second, and 5 of
-the 2,163 half seconds of echo alone (results/bench/aec3-tuning-20261206/coherence.py).
+that coherence in the bands it fills.
+
+Why a search over lags: the coherence of a 32 ms frame falls fast when the far end is off the echo (on the kept
+recordings, 5 ms off made 10 times the flags in the echo alone, 10 ms off 55 times), and live the far end is only
+as right as the player's DAC times and the canceller's bulk delay, followed in steps of a few ms and moved by each
+restart of the output stream (one live run with the far end at the bulk delay held the answer ~20 more times in 36
+answers). Each frame therefore takes the best coherence over LAGS around the bulk delay: the echo alone is coherent
+at one of them, a voice under it at none. On the kept recordings of two runs (results/bench/aec3-tuning-20261206/
+coherence.py), with the far end at the true delay and 10 or 15 ms either side of it, half seconds with LOW_FRAMES
+frames below LOW_COHERENCE flagged 3-8 of the ~2,150 half seconds of echo alone and 5-7 of the 7 double-talk
+interruptions within their first half second.
 
 What a flag means: "not the echo alone" (a voice, a cough, a door), never which words. The listener holds the
 answer's voice on it (voicecli.listen.listener): the echo stops, the rest of the user's words reach the voice detector
 clean, and it confirms the barge-in or lets the hold run out. A loudspeaker that distorts lowers the echo's own
 coherence (more flags, each a pause); the synthetic room of the bench is linear.
 
-How: 32 ms Hann frames every 16 ms, bins 300-3,400 Hz (where voices carry their energy); cross- and auto-spectra
-smoothed exponentially (SMOOTHING: ~80 ms); per frame, the coherence of each bin weighted by the microphone's power
-there. A frame counts only while the far end plays and the microphone hears something. The far end must be aligned
-with the echo (the canceller's bulk delay): a misalignment near a frame's length destroys the coherence.
+How: 32 ms Hann frames every 16 ms, bins 300-3,400 Hz (where voices carry their energy); for each lag, cross- and
+auto-spectra smoothed exponentially (SMOOTHING: ~80 ms); per frame and lag, the coherence of each bin weighted by the
+microphone's power there, and the best lag's. A frame counts only while the far end plays and the microphone hears
+something. The far end is fed SEARCH_MS ahead of the echo's delay, so the lags on either side come from what the
+detector already holds.
 """
 
 from __future__ import annotations
@@ -39,17 +48,24 @@ HOP: Final = 256
 SMOOTHING: Final = 0.8
 """Weight of the past in the smoothed spectra, per hop (~80 ms memory)."""
 BAND_HZ: Final = (300, 3400)
+SEARCH_MS: Final = 20
+"""How far either side of the echo's delay the lags reach."""
+LAG_STEP_MS: Final = 4
+"""Between lags: at most 2 ms off the best one, which costs a 32 ms frame little of its coherence."""
+WARMUP_HOPS: Final = 5
+"""Frames not judged after a reset once the far end's history is filled: the smoothed spectra's memory (~80 ms)."""
 FAR_DBFS: Final = -45.0
 """The far end counts as playing above this level (per frame)."""
 HEARD_DBFS: Final = -50.0
 """The microphone counts as hearing something above this level (per frame)."""
 LOW_COHERENCE: Final = 0.25
-"""A frame below this coherence is 'not the echo alone'. Echo-only frames in the replay: 1 % below 0.28."""
+"""A frame whose best lag stays below this coherence is 'not the echo alone'."""
 WINDOW_FRAMES: Final = 31
 """The frames a flag looks back over (0.5 s)."""
-LOW_FRAMES: Final = 4
-"""Frames below LOW_COHERENCE within WINDOW_FRAMES that flag double talk (3: 20 flags in the 2,163 echo-only half
-seconds of the replay; 4: 5; 5: 1, and 4 of the 7 double-talk interruptions instead of 6)."""
+LOW_FRAMES: Final = 3
+"""Frames below LOW_COHERENCE within WINDOW_FRAMES that flag double talk (on the kept recordings, far end at the true
+delay: 3 gives 3 flags in 2,163 half seconds of the echo alone and 6 of the 7 double-talk interruptions; 4 gives 0
+and 5 of 7; with 0.30 instead of LOW_COHERENCE, 4 gives 4 and 6 of 7 but 11-14 with the far end 10-15 ms off)."""
 
 
 def _power_dbfs(frames: NDArray[np.float32]) -> NDArray[np.float64]:
@@ -57,25 +73,30 @@ def _power_dbfs(frames: NDArray[np.float32]) -> NDArray[np.float64]:
 
 
 class DoubleTalkDetector:
-    """Feed the capture and the far end aligned with its echo, block by block; `near_end` says whether the latest
-    half second holds more than the echo alone (see the module docstring)."""
+    """Feed the capture and the far end SEARCH_MS ahead of its echo, block by block; `near_end` says whether the
+    latest half second holds more than the echo alone (see the module docstring)."""
 
     def __init__(self, rate: int = SPEECH_RATE) -> None:
         if rate != SPEECH_RATE:
             raise ValueError(f"the double-talk detector runs at {SPEECH_RATE} Hz, got {rate}")
+        self.lead = SEARCH_MS * rate // 1000
+        """Samples the far end is fed ahead of the echo's delay."""
+        step = LAG_STEP_MS * rate // 1000
+        self._offsets = np.arange(0, 2 * self.lead + 1, step)  # into the far end's history: lead is the bulk delay
+        self._warmup = -(-(2 * self.lead + FRAME) // HOP) + WARMUP_HOPS
         self._window = np.hanning(FRAME).astype(np.float32)
         self._lo, self._hi = (round(hz / rate * FRAME) for hz in BAND_HZ)
         self._lows: deque[bool] = deque(maxlen=WINDOW_FRAMES)
         self.reset()
 
     def reset(self) -> None:
-        """Forget everything: after the far end's alignment changed by more than a frame, or a restart."""
-        bins = self._hi - self._lo
+        """Forget everything: after the far end's alignment changed by more than the search, or a restart."""
+        bins, lags = self._hi - self._lo, len(self._offsets)
         self._capture = np.zeros(0, np.float32)
-        self._far = np.zeros(0, np.float32)
-        self._sxy = np.zeros(bins, np.complex128)
+        self._far = np.zeros(2 * self.lead, np.float32)  # the far end's history: 2 * lead older than the capture
+        self._sxy = np.zeros((lags, bins), np.complex128)
         self._sxx = np.full(bins, 1e-12)
-        self._syy = np.full(bins, 1e-12)
+        self._syy = np.full((lags, bins), 1e-12)
         self._lows.clear()
         self.frames = 0
         """Frames analysed since the last reset."""
@@ -86,7 +107,7 @@ class DoubleTalkDetector:
         return sum(self._lows) >= LOW_FRAMES
 
     def feed(self, capture: Audio, far: Audio) -> None:
-        """One block of the microphone and the far end aligned with its echo (equal lengths)."""
+        """One block of the microphone and of the far end `lead` samples ahead of its echo (equal lengths)."""
         if len(capture) != len(far):
             raise ValueError(f"capture and far end differ in length: {len(capture)} vs {len(far)}")
         self._capture = np.concatenate([self._capture, np.asarray(capture, np.float32)])
@@ -95,18 +116,23 @@ class DoubleTalkDetector:
         if count <= 0:
             return
         mic = np.lib.stride_tricks.sliding_window_view(self._capture, FRAME)[::HOP][:count] * self._window
-        ref = np.lib.stride_tricks.sliding_window_view(self._far, FRAME)[::HOP][:count] * self._window
         spectra_x = np.fft.rfft(mic, axis=1)[:, self._lo : self._hi]
-        spectra_y = np.fft.rfft(ref, axis=1)[:, self._lo : self._hi]
-        counted = (_power_dbfs(ref) > FAR_DBFS) & (_power_dbfs(mic) > HEARD_DBFS)
-        for x, y, active in zip(spectra_x, spectra_y, counted, strict=True):
-            self._sxy = SMOOTHING * self._sxy + (1 - SMOOTHING) * x * np.conj(y)
+        # the far end at each lag, frame by frame: (lags, frames, FRAME); offset `lead` is the echo's delay
+        far_frames = np.lib.stride_tricks.sliding_window_view(self._far, FRAME)
+        ref = np.stack([far_frames[offset :: HOP][:count] for offset in self._offsets]) * self._window
+        spectra_y = np.fft.rfft(ref, axis=2)[:, :, self._lo : self._hi]
+        playing = _power_dbfs(ref[len(self._offsets) // 2]) > FAR_DBFS
+        counted = playing & (_power_dbfs(mic) > HEARD_DBFS)
+        for k in range(count):
+            x, y = spectra_x[k], spectra_y[:, k]
             power_x = np.abs(x) ** 2
+            self._sxy = SMOOTHING * self._sxy + (1 - SMOOTHING) * x * np.conj(y)
             self._sxx = SMOOTHING * self._sxx + (1 - SMOOTHING) * power_x
             self._syy = SMOOTHING * self._syy + (1 - SMOOTHING) * np.abs(y) ** 2
             coherence = np.abs(self._sxy) ** 2 / (self._sxx * self._syy)
-            mean = float(np.sum(coherence * power_x) / (np.sum(power_x) + 1e-12))
-            self._lows.append(bool(active) and mean < LOW_COHERENCE)
+            best = float(np.max(coherence @ power_x) / (np.sum(power_x) + 1e-12))
+            settled = self.frames >= self._warmup  # the far end's history and the smoothed spectra are filled
+            self._lows.append(settled and bool(counted[k]) and best < LOW_COHERENCE)
             self.frames += 1
         used = count * HOP
         self._capture, self._far = self._capture[used:], self._far[used:]

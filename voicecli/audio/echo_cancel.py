@@ -330,7 +330,8 @@ class EchoCanceller:
         far = self.reference.read_index(first - self._shift, usable)
         cancelled = np.asarray(self._apm.process(pending[:usable], far), dtype=np.float32)
         if self._aligned is not None:
-            self._double_talk.feed(pending[:usable], self.reference.read_index(first - self._aligned, usable))
+            lead = first - self._aligned + self._double_talk.lead  # its lags reach either side of the bulk delay
+            self._double_talk.feed(pending[:usable], self.reference.read_index(lead, usable))
         out = cancelled if self.echo_heard else pending[:usable]  # AEC3 adapts either way
         self._account(pending[:usable], out, far, first - self._shift)
         if self._since_estimate >= self._track_every:
