@@ -9,6 +9,8 @@ own echo lands there too). The user's voice level is taken as the listener takes
 turn outside those answers, the median of the latest VOICE_TURNS. The level gate is not replayed, so holds in the
 first second of a session (before the canceller converged, when the app's gate guards) are listed but not live.
 
+A hold is also made where the canceller tells double talk (voicecli.audio.double_talk; the listener holds the answer
+on it whatever the level, with audio.echo_double_talk): at each onset of its flag.
 An interruption is heard when a hold within HOLD_BELOW_VOICE_DB of the voice comes between the user's first voiced
 sample and RESPONSE_S after their last (times from the run's results.json, whose wall clock is laid on the
 recordings' monotonic one by the answers' first sounds); "double talk" are those the answer's echo sounded under for
@@ -53,19 +55,24 @@ class Hold:
     frame: int
     echo_only: bool
     below: float | None
+    double_talk: bool = False
+    """Held because the canceller told a voice under the echo (voicecli.audio.double_talk), whatever its level."""
 
 
 def session_holds(path: Path) -> tuple[Session, list[Hold]] | None:
     """The session and the holds its replay makes; None when the canceller's binding is not installed."""
     session, spans = load_session(path)
-    cleaned = cancelled_capture(session)
+    flags: list[bool] = []
+    cleaned = cancelled_capture(session, flags)
     if cleaned is None:
         return None
     detector = make_detector("vad", Config.load().audio)
     assert isinstance(detector, Endpointer)
     voices: deque[float] = deque(maxlen=VOICE_TURNS)
     holds: list[Hold] = []
-    for start in range(0, len(cleaned) - BLOCK + 1, BLOCK):
+    for index, start in enumerate(range(0, len(cleaned) - BLOCK + 1, BLOCK)):
+        if flags[index] and (index == 0 or not flags[index - 1]):
+            holds.append(Hold(start + BLOCK, any(a <= start + BLOCK <= b for a, b in spans), None, double_talk=True))
         for event in detector.feed(cleaned[start : start + BLOCK], (start + BLOCK) / SPEECH_RATE):
             end = round(event.at * SPEECH_RATE)
             echo_only = any(a <= end <= b for a, b in spans)
@@ -131,8 +138,8 @@ def interruptions(session: Session, holds: list[Hold], samples: list[dict[str, A
 
 
 def main(arguments: list[str]) -> int:
-    echo: list[float | None] = []
-    user: list[float | None] = []
+    echo: list[Hold] = []
+    user: list[Hold] = []
     heard: list[Heard] = []
     for argument in arguments:
         folder, _, run = argument.partition("=")
@@ -144,20 +151,21 @@ def main(arguments: list[str]) -> int:
                 return 2
             session, holds = replayed
             for hold in holds:
-                (echo if hold.echo_only else user).append(hold.below)
+                (echo if hold.echo_only else user).append(hold)
                 if hold.echo_only:
-                    shown = ("voice level not known yet" if hold.below is None
-                             else f"{hold.below:.1f} dB below the voice")
+                    shown = ("double talk told" if hold.double_talk else "voice level not known yet"
+                             if hold.below is None else f"{hold.below:.1f} dB below the voice")
                     print(f"{Path(folder).name}/{path.stem}: echo hold at {hold.frame / SPEECH_RATE:.1f} s, {shown}")
             if results is not None:
                 heard += interruptions(session, holds, session_samples(path, results))
     kinds = (("in answers nobody interrupted (the echo's)", echo), ("elsewhere (mostly the user's)", user))
     for name, figures in kinds:
-        known = [b for b in figures if b is not None]
+        known = [h.below for h in figures if h.below is not None]
         under = sum(1 for b in known if b > HOLD_BELOW_VOICE_DB)
-        print(f"holds {name}: {len(figures)}, {under} of them more than {HOLD_BELOW_VOICE_DB:g} dB below the user's "
-              f"voice (not held now)" + (f"; the least far below {min(known):.1f} dB, the most {max(known):.1f}"
-                                         if known else ""))
+        told = sum(h.double_talk for h in figures)
+        print(f"holds {name}: {len(figures)}, {told} of them on double talk told, {under} more than "
+              f"{HOLD_BELOW_VOICE_DB:g} dB below the user's voice (not held now)"
+              + (f"; the least far below {min(known):.1f} dB, the most {max(known):.1f}" if known else ""))
     if not any("=" in argument for argument in arguments):
         return 0
     for name, group in (("interruptions", heard), ("of them double talk", [h for h in heard if h[0] >= DOUBLE_TALK])):

@@ -380,6 +380,8 @@ class AudioSettings:
     echo: str
     """"aec" | "gate" | "off" (voicecli.audio.echo_cancel.ECHO_MODES); a legacy echo_gate = false reads as "off"."""
     echo_noise_suppression: bool
+    echo_dump: str
+    """A folder to write what the echo canceller is fed, block by block (voicecli.audio.echo_dump); "": off."""
     echo_double_talk: bool
     """With "aec": hold the answer's voice when the microphone holds more than its echo (voicecli.audio.double_talk),
     so a user talking over a loud answer is heard once the echo stops."""

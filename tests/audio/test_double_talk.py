@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 
 from tests.audio.echo_mixtures import Mixture, mixture, speech
-from voicecli.audio.double_talk import DoubleTalkDetector
+from voicecli.audio.double_talk import SEARCH_MS, DoubleTalkDetector
 from voicecli.audio.rates import SPEECH_RATE
 
 BLOCK = 512
 
 
-def flags(mix: Mixture, delay_s: float) -> np.ndarray:
+def flags(mix: Mixture, delay_s: float, search_ms: int = SEARCH_MS) -> np.ndarray:
     """`near_end` after each block, the far end fed as the canceller feeds it: `lead` ahead of the echo's delay
     (`delay_s`, which the tests set on or off the true one)."""
-    detector = DoubleTalkDetector()
+    detector = DoubleTalkDetector(search_ms=search_ms)
     delay = round(delay_s * SPEECH_RATE) - detector.lead
     far = np.concatenate([np.zeros(delay, np.float32), mix.far])[: len(mix.far)]
     out = []
@@ -56,6 +56,12 @@ def test_the_echo_alone_stays_the_echo_with_the_delay_a_few_ms_off(off_ms: int) 
     moved by restarts): the lags searched either side keep the echo coherent."""
     far = speech("q01.wav", "q03.wav", "q05.wav")
     assert not flags(mixture(far, None, 0.08, 6.0), 0.08 + off_ms / 1000).any()
+
+
+def test_without_the_search_a_few_ms_off_reads_as_a_voice() -> None:
+    """Why the lags are searched: at the echo's delay alone, 15 ms off is enough to flag the echo."""
+    far = speech("q01.wav", "q03.wav", "q05.wav")
+    assert flags(mixture(far, None, 0.08, 6.0), 0.08 - 0.015, search_ms=0).any()
 
 
 def test_a_far_end_beyond_the_search_is_what_it_needs_to_be_right() -> None:

@@ -73,13 +73,14 @@ def _power_dbfs(frames: NDArray[np.float32]) -> NDArray[np.float64]:
 
 
 class DoubleTalkDetector:
-    """Feed the capture and the far end SEARCH_MS ahead of its echo, block by block; `near_end` says whether the
-    latest half second holds more than the echo alone (see the module docstring)."""
+    """Feed the capture and the far end `lead` samples (`search_ms`) ahead of its echo, block by block; `near_end`
+    says whether the latest half second holds more than the echo alone (see the module docstring). `search_ms` 0
+    takes the far end at the echo's delay alone (how it was first tried live)."""
 
-    def __init__(self, rate: int = SPEECH_RATE) -> None:
+    def __init__(self, rate: int = SPEECH_RATE, search_ms: int = SEARCH_MS) -> None:
         if rate != SPEECH_RATE:
             raise ValueError(f"the double-talk detector runs at {SPEECH_RATE} Hz, got {rate}")
-        self.lead = SEARCH_MS * rate // 1000
+        self.lead = search_ms * rate // 1000
         """Samples the far end is fed ahead of the echo's delay."""
         step = LAG_STEP_MS * rate // 1000
         self._offsets = np.arange(0, 2 * self.lead + 1, step)  # into the far end's history: lead is the bulk delay

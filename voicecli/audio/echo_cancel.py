@@ -56,6 +56,7 @@ from numpy.typing import NDArray
 
 from voicecli.audio.double_talk import DoubleTalkDetector
 from voicecli.audio.echo_delay import DelayEstimate, estimate_delay
+from voicecli.audio.echo_dump import EchoDump
 from voicecli.audio.far_end import FarEndReference
 from voicecli.audio.levels import SILENCE_DBFS, rms_dbfs
 from voicecli.audio.rates import SPEECH_RATE
@@ -211,6 +212,7 @@ class EchoCanceller:
     - max_delay_s / lookahead_s: the bulk delay searched, from the reference lagging the timestamps by
       lookahead_s to the echo arriving max_delay_s after its DAC time.
     - track_every_s / window_s: how often and over how much audio the delay is re-estimated.
+    - dump: write what each block was fed (voicecli.audio.echo_dump), to replay a live session's own inputs.
     """
 
     def __init__(
@@ -222,8 +224,11 @@ class EchoCanceller:
         lookahead_s: float = 0.1,
         track_every_s: float = TRACK_EVERY_S,
         window_s: float = 1.0,
+        dump: EchoDump | None = None,
     ) -> None:
         binding = _load_binding()
+        self.dump = dump
+        """Where each block's inputs are written as they come (voicecli.audio.echo_dump; audio.echo_dump), or None."""
         self._apm = binding.AudioProcessor(SPEECH_RATE, 1, echo_cancellation=True, high_pass_filter=True,
                                            noise_suppression=noise_suppression, stream_delay_ms=0)
         self.reference = reference
@@ -256,7 +261,7 @@ class EchoCanceller:
         self._cut_index = 0  # the reference index the restarted stream's audio starts at
         self.trusted = True
         """False while the far end is heard but its delay cannot be estimated: use the level gate meanwhile."""
-        self._double_talk = DoubleTalkDetector(self.rate)  # fed the raw capture and the far end at the echo's delay
+        self._double_talk = DoubleTalkDetector(self.rate)  # the raw capture, the far end around the echo
 
     @property
     def converged(self) -> bool:
@@ -280,7 +285,7 @@ class EchoCanceller:
     @property
     def double_talk(self) -> bool:
         """True while the capture holds more than the far end's echo alone over the latest half second: a voice (or
-        another sound) over the answer, told by its incoherence with the far end at the echo's delay
+        another sound) over the answer, told by its incoherence with the far end around the echo's delay
         (voicecli.audio.double_talk). Only once the delay is known and confirmed (`settled`)."""
         return self._aligned is not None and self.trusted and self.settled and self._double_talk.near_end
 
@@ -329,11 +334,16 @@ class EchoCanceller:
         self._ahead_min = min(self._ahead_min, self.reference.end - (first + usable))
         far = self.reference.read_index(first - self._shift, usable)
         cancelled = np.asarray(self._apm.process(pending[:usable], far), dtype=np.float32)
+        far_dtd = None
         if self._aligned is not None:
             lead = first - self._aligned + self._double_talk.lead  # its lags reach either side of the bulk delay
-            self._double_talk.feed(pending[:usable], self.reference.read_index(lead, usable))
+            far_dtd = self.reference.read_index(lead, usable)
+            self._double_talk.feed(pending[:usable], far_dtd)
         out = cancelled if self.echo_heard else pending[:usable]  # AEC3 adapts either way
         self._account(pending[:usable], out, far, first - self._shift)
+        if self.dump is not None:
+            self.dump.write(pending[:usable], far, far_dtd, (at, first, usable, self._shift, -1 if self._aligned is None
+                            else self._aligned, self.settled, self.trusted, self.double_talk))
         if self._since_estimate >= self._track_every:
             self._since_estimate = 0
             if self._ahead_min != _NOT_SEEN:

@@ -249,7 +249,8 @@ def add_arguments(parser: argparse.ArgumentParser, common: argparse.ArgumentPars
     duplex.add_argument("--seed", type=int, default=0, help="seed of the room and of the interruption times")
     duplex.add_argument("--keep-audio", default=None, metavar="DIR",
                         help="save each app session's microphone and speaker recordings to DIR (one .npz each, ~3 MB "
-                        "a minute) to replay the echo canceller on them offline: scripts/duplex_replay.py")
+                        "a minute) to replay the echo canceller on them offline: scripts/duplex_replay.py; and, "
+                        "with the canceller, what it was fed live (audio.echo_dump) in <mode>-<delay>ms/ there")
     duplex.add_argument("--app-log", default=None, metavar="DIR",
                         help="keep each app session's log at info level in DIR (<mode>-<delay>ms.log; each turn's "
                         "played_at_wall in results.json is the same clock)")

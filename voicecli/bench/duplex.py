@@ -643,11 +643,13 @@ class Timing:
         return float(np.interp(when, self.times, self.frames))
 
 
-def cancelled_capture(session: Session) -> NDArray[np.float32] | None:
+def cancelled_capture(session: Session, double_talk: list[bool] | None = None) -> NDArray[np.float32] | None:
     """The microphone recording as the app's echo canceller cleans it: the project's EchoCanceller fed with the
     speaker's recording as its far-end reference (each block at the time the speaker played it), the microphone in
     the app's 32 ms blocks at the times they were heard; one canceller over the whole mode, as the app runs one.
-    None when the canceller's binding is not installed. Output sample k is input sample k (whole frames, in order)."""
+    None when the canceller's binding is not installed. Output sample k is input sample k (whole frames, in order).
+    Given `double_talk`, the canceller's `double_talk` after each block is appended to it (the listener holds the
+    answer on it)."""
     from voicecli.audio.echo_cancel import EchoCanceller, EchoCancellerUnavailable
     from voicecli.audio.far_end import FarEndReference
 
@@ -669,6 +671,8 @@ def cancelled_capture(session: Session) -> NDArray[np.float32] | None:
             pushed += size
         cleaned, _ = canceller.process(mic[start:start + block], at)
         out.append(cleaned)
+        if double_talk is not None:
+            double_talk.append(canceller.double_talk)
     return np.concatenate(out) if out else np.zeros(0, np.float32)
 
 
@@ -698,7 +702,8 @@ class Plan:
     turns: int
     seed: int = 0
     keep_audio: Path | None = None
-    """Where to save each session's recordings (`save_session`), for replaying the canceller offline; None: not."""
+    """Where to save each session's recordings (`save_session`), for replaying the canceller offline, and with
+    "aec" what the app's canceller was fed live (audio.echo_dump, a folder per session); None: not."""
     app_log: Path | None = None
     """Where to keep each session's app log at info level (`session_command`); None: only its stderr's tail."""
 
@@ -756,6 +761,8 @@ def run_session(pulse: PrivatePulse, router: EchoRouter, command: list[str], env
     router.set_target_delay_ms(delay_ms)
     if plan.app_log is not None:
         plan.app_log.mkdir(parents=True, exist_ok=True)
+    if plan.keep_audio is not None and mode == "aec":  # the canceller's live inputs too (voicecli.audio.echo_dump)
+        env = {**env, "VOICECLI_AUDIO__ECHO_DUMP": str(plan.keep_audio / f"{mode}-{delay_ms:g}ms")}
     app = App(session_command(command, plan, mode, delay_ms), env)
     interruption = _read_question(voices.interruption)
     voiced = (voices.interruption.voiced_start_s, voices.interruption.voiced_end_s)

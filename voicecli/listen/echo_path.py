@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from voicecli.audio.echo_cancel import EchoCanceller, EchoCancellerUnavailable
+from voicecli.audio.echo_dump import EchoDump
 from voicecli.audio.far_end import FarEndReference
 from voicecli.config import Config
 from voicecli.listen.microphone import AudioBlock
@@ -71,7 +73,8 @@ def open_echo_path(config: Config, sink: object) -> EchoPath:
         return EchoPath("off", note="nothing is played through a speaker (muted or saved): no echo to cancel")
     try:
         reference = FarEndReference()
-        canceller = EchoCanceller(reference, noise_suppression=config.audio.echo_noise_suppression)
+        dump = EchoDump(Path(config.audio.echo_dump).expanduser()) if config.audio.echo_dump else None
+        canceller = EchoCanceller(reference, noise_suppression=config.audio.echo_noise_suppression, dump=dump)
     except EchoCancellerUnavailable as exc:
         log.warning("echo cancellation is off, the level gate is used instead: %s", exc)
         return EchoPath("gate", note=str(exc))
