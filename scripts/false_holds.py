@@ -10,7 +10,8 @@ turn outside those answers, the median of the latest VOICE_TURNS. The level gate
 first second of a session (before the canceller converged, when the app's gate guards) are listed but not live.
 
 A hold is also made where the canceller tells double talk (voicecli.audio.double_talk; the listener holds the answer
-on it whatever the level, with audio.echo_double_talk): at each onset of its flag.
+on it whatever the level, with audio.echo_double_talk; VOICECLI_AUDIO__ECHO_DOUBLE_TALK=false replays without): at
+each onset of its flag.
 An interruption is heard when a hold within HOLD_BELOW_VOICE_DB of the voice comes between the user's first voiced
 sample and RESPONSE_S after their last (times from the run's results.json, whose wall clock is laid on the
 recordings' monotonic one by the answers' first sounds); "double talk" are those the answer's echo sounded under for
@@ -66,12 +67,13 @@ def session_holds(path: Path) -> tuple[Session, list[Hold]] | None:
     cleaned = cancelled_capture(session, flags)
     if cleaned is None:
         return None
-    detector = make_detector("vad", Config.load().audio)
+    audio = Config.load().audio
+    detector = make_detector("vad", audio)
     assert isinstance(detector, Endpointer)
     voices: deque[float] = deque(maxlen=VOICE_TURNS)
     holds: list[Hold] = []
     for index, start in enumerate(range(0, len(cleaned) - BLOCK + 1, BLOCK)):
-        if flags[index] and (index == 0 or not flags[index - 1]):
+        if audio.echo_double_talk and flags[index] and (index == 0 or not flags[index - 1]):
             holds.append(Hold(start + BLOCK, any(a <= start + BLOCK <= b for a, b in spans), None, double_talk=True))
         for event in detector.feed(cleaned[start : start + BLOCK], (start + BLOCK) / SPEECH_RATE):
             end = round(event.at * SPEECH_RATE)

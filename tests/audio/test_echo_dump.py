@@ -25,6 +25,7 @@ def test_the_dump_holds_the_capture_the_far_ends_and_the_state(tmp_path: Path) -
     assert int(blocks[:, COLUMNS.index("samples")].sum()) == len(audio["capture"]) == len(out)
     assert np.array_equal(audio["capture"], mix.capture[: len(out)])  # fed as it came, whole frames in order
     assert len(audio["far"]) == len(audio["far_dtd"]) == len(out)
+    assert np.array_equal(audio["out"], out)  # what the canceller handed on
     aligned = blocks[:, COLUMNS.index("aligned")]
     assert aligned[0] == -1 and aligned[-1] == canceller._aligned  # found on the way, as the canceller did
     assert not np.any(audio["far_dtd"][: int(blocks[aligned < 0, 2].sum())])  # silent until a delay was aligned

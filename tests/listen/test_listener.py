@@ -468,9 +468,15 @@ async def test_double_talk_holds_the_voice_and_the_words_after_it_barge_in() -> 
     await feed_windows(listener, silence(HOLD_MAX_S + 0.1), clock)
     assert voice_events(events) == ["HoldVoice", "ReleaseVoice"]
     events.clear()
-    speaking[0], double_talk[0] = False, True
+    double_talk[0] = True  # told again in the same answer after one that nobody came to: held no more
     await feed_windows(listener, silence(0.2), clock)
     assert voice_events(events) == []
+    speaking[0] = False  # quiet: nothing is held, and the next answer may be held on double talk again
+    await feed_windows(listener, silence(0.2), clock)
+    assert voice_events(events) == []
+    speaking[0] = True
+    await feed_windows(listener, silence(0.064), clock)
+    assert voice_events(events) == ["HoldVoice"]
 
 
 async def test_undecided_speech_holds_the_voice_at_most_hold_max_s() -> None:

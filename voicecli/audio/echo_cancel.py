@@ -342,8 +342,9 @@ class EchoCanceller:
         out = cancelled if self.echo_heard else pending[:usable]  # AEC3 adapts either way
         self._account(pending[:usable], out, far, first - self._shift)
         if self.dump is not None:
-            self.dump.write(pending[:usable], far, far_dtd, (at, first, usable, self._shift, -1 if self._aligned is None
-                            else self._aligned, self.settled, self.trusted, self.double_talk))
+            aligned = -1 if self._aligned is None else self._aligned
+            self.dump.write(pending[:usable], far, far_dtd, out,
+                            (at, first, usable, self._shift, aligned, self.settled, self.trusted, self.double_talk))
         if self._since_estimate >= self._track_every:
             self._since_estimate = 0
             if self._ahead_min != _NOT_SEEN:

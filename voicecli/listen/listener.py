@@ -254,6 +254,8 @@ class Listener:
         self._onset_barged = False  # this speech's SpeechOnset was a barge-in already: its start is not another
         self._held_at: float | None = None  # when a HoldVoice went out that no BargeIn or ReleaseVoice answered yet
         self._released = 0  # holds released while the assistant has been speaking (HOLDS_RELEASED_MAX)
+        self._double_talk_held = False  # the hold in progress came from double talk (EchoGate.double_talk)
+        self._double_talk_spent = False  # one such hold was released in this answer: no more of them in it
         self._faded_at: float | None = None  # when the speech that holds the voice faded (HOLD_RELEASE_AFTER_S)
         self._voice_levels: deque[float] = deque(maxlen=VOICE_TURNS)  # the user's latest turns' voice levels (dBFS)
         self._recent = np.zeros(HOLD_LEVEL_SPAN, np.float32)  # the latest samples the detector was fed
@@ -300,14 +302,15 @@ class Listener:
         for event in self.detector.feed(samples, block.at):
             self._event(event)
         if self._held_at is None and self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX and \
-                self.gate.double_talk():
+                not self._double_talk_spent and self.gate.double_talk():
             self._held_at = block.at  # a voice under the echo: held, the rest of it comes through once the echo stops
+            self._double_talk_held = True
             self._on_event(HoldVoice(block.at))
         if self._held_at is not None and (block.at - self._held_at >= HOLD_MAX_S or (
                 self._faded_at is not None and block.at - self._faded_at >= HOLD_RELEASE_AFTER_S)):
             self._release(block.at)
-        if self._released and self._held_at is None and not self.gate.is_speaking():
-            self._released = 0
+        if self._held_at is None and not self.gate.is_speaking():
+            self._released, self._double_talk_spent = 0, False
         self._partial()
 
     def _partial(self) -> None:
@@ -385,12 +388,18 @@ class Listener:
 
     def _barge_in(self, at: float) -> None:
         self._held_at = self._faded_at = None  # the barge-in answers the hold: the app stops what it held
+        self._double_talk_held = False
         self._on_event(BargeIn(at))
 
     def _release(self, at: float) -> None:
         if self._held_at is not None:
             self._held_at = self._faded_at = None
             self._released += 1
+            # told and nobody came: double talk holds nothing more in this answer. Why: live, the echo alone was
+            # told again and again in one answer (three ~1 s pauses in duplex-20261206-dtdlags) where the replay of
+            # its recordings told nothing; a user's interruption is told at its first words
+            self._double_talk_spent = self._double_talk_spent or self._double_talk_held
+            self._double_talk_held = False
             self._on_event(ReleaseVoice(at))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
