@@ -52,7 +52,7 @@ class EchoDump:
 
 
 def load_dump(folder: Path) -> tuple[dict[str, NDArray[np.float32]], NDArray[np.float64]]:
-    """The SIGNALS and the blocks (one row per block, COLUMNS) of a dump."""
-    audio = {name: np.fromfile(folder / f"{name}.f32", np.float32) for name in SIGNALS}
+    """The SIGNALS and the blocks (one row per block, COLUMNS) of a dump (a dump from before `out` lacks it)."""
+    audio = {name: np.fromfile(path, np.float32) for name in SIGNALS if (path := folder / f"{name}.f32").exists()}
     blocks = np.loadtxt(folder / "blocks.tsv", delimiter="\t", skiprows=1, ndmin=2)
     return audio, blocks

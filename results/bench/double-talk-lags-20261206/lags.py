@@ -1,0 +1,90 @@
+"""How the double-talk detector (voicecli/audio/double_talk.py) takes a far end off the echo's delay, with its lag
+search and without it, on the recordings bench duplex kept.
+
+Each session's far end is what the speaker's recording played, laid on the microphone's clock at the echo's delay
+(the median the run's canceller reported) plus an offset: 0, and the few ms the live far end can be off (the
+player's estimated DAC times, a bulk delay followed in ~6 ms steps, restarts). The detector is fed as the canceller
+feeds it: 32 ms blocks, the far end `lead` ahead. Reported per setting: the flag onsets in the answers nobody
+interrupted (each would hold the answer ~1 s live) over their minutes, and the interruptions flagged within their
+first half second (all, and those mostly under the echo: bench duplex's double talk).
+Usage (from the repository root, with the recordings):
+  .venv/bin/python results/bench/double-talk-lags-20261206/lags.py /tmp/keepH2=results/bench/duplex-20261205-dacsettle \
+      /tmp/keepN=results/bench/duplex-20261206-nosettle
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+from false_holds import session_samples, wall_offset
+
+from voicecli.audio.double_talk import SEARCH_MS, DoubleTalkDetector
+from voicecli.audio.rates import SPEECH_RATE
+from voicecli.bench.duplex import DOUBLE_TALK, load_session
+
+BLOCK = 512
+OFFSETS_MS = (0, -10, 10, 15)
+SEARCHES_MS = (0, SEARCH_MS)
+
+
+def flags(mic: np.ndarray, ref: np.ndarray, search_ms: int) -> np.ndarray:
+    """`near_end` after each block; `ref` is the far end at the delay the detector is told."""
+    detector = DoubleTalkDetector(search_ms=search_ms)
+    far = np.concatenate([ref[detector.lead :], np.zeros(detector.lead, np.float32)])
+    out = []
+    for end in range(BLOCK, len(mic) + 1, BLOCK):
+        detector.feed(mic[end - BLOCK : end], far[end - BLOCK : end])
+        out.append(detector.near_end)
+    return np.array(out)
+
+
+def main(arguments: list[str]) -> None:
+    onsets = {(s, o): 0 for s in SEARCHES_MS for o in OFFSETS_MS}
+    told: dict[tuple[int, int], list[tuple[float, bool]]] = {key: [] for key in onsets}
+    echo_s = 0.0
+    for argument in arguments:
+        folder, _, run = argument.partition("=")
+        results = json.loads((Path(run) / "results.json").read_text())
+        for path in sorted(Path(folder).glob("*.npz")):
+            session, spans = load_session(path)
+            samples = session_samples(path, results)
+            lag = statistics.median(s["detail"]["echo_delay_ms"] for s in samples
+                                    if s["detail"]["echo_delay_ms"]) / 1000
+            times = np.interp(np.arange(len(session.mic), dtype=np.float64), session.mic_timing.frames,
+                              session.mic_timing.times)
+            echo_s += sum(b - a for a, b in spans) / SPEECH_RATE
+            offset = wall_offset(session, samples)
+            starts = []
+            for sample in samples:
+                detail = sample["detail"]
+                if detail["kind"] == "echo_only" or detail["times_s"]["speech_start"] is None:
+                    continue
+                start = session.mic_timing.frame(detail["played_at_wall"] - offset + detail["times_s"]["speech_start"])
+                starts.append((detail["talk_over"] or 0.0, int(start)))
+            for off in OFFSETS_MS:
+                at = np.interp(times - lag - off / 1000, session.speaker_timing.times, session.speaker_timing.frames)
+                ref = np.interp(at, np.arange(len(session.speaker)), session.speaker).astype(np.float32)
+                for search in SEARCHES_MS:
+                    flagged = flags(session.mic, ref, search)
+                    ends = (np.arange(len(flagged)) + 1) * BLOCK
+                    rising = flagged & ~np.concatenate([[False], flagged[:-1]])
+                    onsets[search, off] += sum(int(rising[(ends >= a) & (ends <= b)].sum()) for a, b in spans)
+                    for share, start in starts:
+                        first = (ends >= start) & (ends <= start + SPEECH_RATE // 2)
+                        told[search, off].append((share, bool(flagged[first].any())))
+    print(f"echo alone: {echo_s / 60:.1f} min in answers nobody interrupted")
+    for (search, off), count in onsets.items():
+        heard = told[search, off]
+        over = [t for share, t in heard if share >= DOUBLE_TALK]
+        print(f"search ±{search} ms, far end {off:+d} ms off: {count} flags in the echo alone; interruptions told "
+              f"within 0.5 s {sum(t for _, t in heard)} of {len(heard)}, double talk {sum(over)} of {len(over)}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
