@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from voicecli.audio.levels import rms_dbfs, speech_level_dbfs
 from voicecli.audio.rates import SPEECH_RATE
@@ -115,6 +116,30 @@ def wall_offset(session: Session, samples: list[dict[str, Any]]) -> float:
         return float(sum(min(abs(wall - offset - onset) for onset in onsets) for wall in walls))
 
     return float(min((walls[0] - onset for onset in onsets), key=misfit))
+
+
+def played_at_echo(session: Session, samples: list[dict[str, Any]], off_s: float = 0.0) -> NDArray[np.float32]:
+    """What the speaker played, laid sample for sample on the microphone's recording at the echo's delay (the median
+    the run's canceller reported for the session) plus `off_s`: the far end a canceller aligned exactly would read."""
+    lag = statistics.median(s["detail"]["echo_delay_ms"] for s in samples if s["detail"]["echo_delay_ms"]) / 1000
+    times = np.interp(np.arange(len(session.mic), dtype=np.float64), session.mic_timing.frames,
+                      session.mic_timing.times)
+    at = np.interp(times - lag - off_s, session.speaker_timing.times, session.speaker_timing.frames)
+    return np.asarray(np.interp(at, np.arange(len(session.speaker)), session.speaker), np.float32)
+
+
+def interruption_starts(session: Session, samples: list[dict[str, Any]]) -> list[tuple[float, int]]:
+    """Each interruption of the session's turns: the share of it over the answer's echo, and the microphone frame
+    of the user's first voiced sample."""
+    offset = wall_offset(session, samples)
+    starts = []
+    for sample in samples:
+        detail = sample["detail"]
+        if detail["kind"] == "echo_only" or detail["times_s"]["speech_start"] is None:
+            continue
+        start = session.mic_timing.frame(detail["played_at_wall"] - offset + detail["times_s"]["speech_start"])
+        starts.append((detail["talk_over"] or 0.0, int(start)))
+    return starts
 
 
 Heard = tuple[float, float | None]

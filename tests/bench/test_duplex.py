@@ -16,6 +16,7 @@ import pytest
 
 from tests.bench.test_bench import bench, outputs
 from tests.conftest import RunningServer
+from voicecli.audio.echo_dump import COLUMNS, load_dump
 from voicecli.bench import duplex
 from voicecli.bench.duplex import (
     DETECT_WINDOW_S,
@@ -341,7 +342,12 @@ def test_duplex_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
         measured = [s["detail"]["erle_db"] for s in data["samples"]
                     if s["variant"] == "aec" and s["detail"]["erle_db"] is not None]
         assert replay_erle(tmp_path / "kept" / "aec-80ms.npz") == pytest.approx(measured, abs=0.01)
-    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == [f"{m}-80ms.npz" for m in sorted(modes)]
+    kept = [f"{m}-80ms.npz" for m in modes] + (["aec-80ms"] if "aec" in modes else [])  # + the canceller's dump
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == sorted(kept)
+    if "aec" in modes:  # what the app's canceller was fed live, block by block (audio.echo_dump)
+        audio, blocks = load_dump(tmp_path / "kept" / "aec-80ms")
+        assert len(blocks) and len({len(samples) for samples in audio.values()}) == 1
+        assert len(audio["capture"]) == int(blocks[:, COLUMNS.index("samples")].sum())
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [f"{m}-80ms.log" for m in sorted(modes)]
     assert all(s["detail"]["played_at_wall"] > 1.7e9 for s in data["samples"])
     assert "| gate | all |" in markdown and "false barge-ins" in markdown

@@ -13,10 +13,15 @@ recordings, 5 ms off made 10 times the flags in the echo alone, 10 ms off 55 tim
 as right as the player's DAC times and the canceller's bulk delay, followed in steps of a few ms and moved by each
 restart of the output stream (one live run with the far end at the bulk delay held the answer ~20 more times in 36
 answers). Each frame therefore takes the best coherence over LAGS around the bulk delay: the echo alone is coherent
-at one of them, a voice under it at none. On the kept recordings of two runs (results/bench/aec3-tuning-20261206/
-coherence.py), with the far end at the true delay and 10 or 15 ms either side of it, half seconds with LOW_FRAMES
-frames below LOW_COHERENCE flagged 3-8 of the ~2,150 half seconds of echo alone and 5-7 of the 7 double-talk
-interruptions within their first half second.
+at one of them, a voice under it at none. On the kept recordings of two runs (results/bench/double-talk-lags-20261206/
+lags.py: 19.4 min of echo alone, 7 double-talk interruptions), with the far end at the true delay and 10 or 15 ms
+either side of it, the detector flagged the echo alone 2-4 times and told 5-7 of the 7 within their first half
+second; without the search, 13 flags at the true delay and 164-923 off it.
+
+Live it is off by default (audio.echo_double_talk): in three bench duplex runs the holds without the user were 14, 5
+and 15 per 36 answers (5-11 without it), more than the replay of their recordings makes, with the far end within
+10 ms of the echo (the canceller's dump, voicecli.audio.echo_dump); and it caught 1 of 3 interruptions in double
+talk (README, "Double talk, measured").
 
 What a flag means: "not the echo alone" (a voice, a cough, a door), never which words. The listener holds the
 answer's voice on it (voicecli.listen.listener): the echo stops, the rest of the user's words reach the voice detector
@@ -63,9 +68,10 @@ LOW_COHERENCE: Final = 0.25
 WINDOW_FRAMES: Final = 31
 """The frames a flag looks back over (0.5 s)."""
 LOW_FRAMES: Final = 3
-"""Frames below LOW_COHERENCE within WINDOW_FRAMES that flag double talk (on the kept recordings, far end at the true
-delay: 3 gives 3 flags in 2,163 half seconds of the echo alone and 6 of the 7 double-talk interruptions; 4 gives 0
-and 5 of 7; with 0.30 instead of LOW_COHERENCE, 4 gives 4 and 6 of 7 but 11-14 with the far end 10-15 ms off)."""
+"""Frames below LOW_COHERENCE within WINDOW_FRAMES that flag double talk. Chosen on the same recordings with a batch
+form of lags.py counting 0.5 s windows, the far end at the true delay: 3 flagged 3 of 2,163 half seconds of the echo
+alone and 6 of the 7 double-talk interruptions; 4 flagged 0 and 5 of 7; LOW_COHERENCE 0.30 with 4 frames, 4 and 6
+of 7, but 11-14 with the far end 10-15 ms off."""
 
 
 def _power_dbfs(frames: NDArray[np.float32]) -> NDArray[np.float64]:

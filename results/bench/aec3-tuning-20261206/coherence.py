@@ -14,14 +14,13 @@ Usage (from the repository root, with the recordings):
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-from false_holds import session_samples, wall_offset
+from false_holds import interruption_starts, played_at_echo, session_samples
 
 from voicecli.bench.duplex import DOUBLE_TALK, load_session
 
@@ -64,12 +63,7 @@ def main(arguments: list[str]) -> None:
         for path in sorted(Path(folder).glob("*.npz")):
             session, spans = load_session(path)
             samples = session_samples(path, results)
-            lag = statistics.median(s["detail"]["echo_delay_ms"] for s in samples
-                                    if s["detail"]["echo_delay_ms"]) / 1000
-            mic_frames = np.arange(len(session.mic), dtype=np.float64)
-            times = np.interp(mic_frames, session.mic_timing.frames, session.mic_timing.times)
-            at = np.interp(times - lag, session.speaker_timing.times, session.speaker_timing.frames)
-            ref = np.interp(at, np.arange(len(session.speaker)), session.speaker).astype(np.float32)
+            ref = played_at_echo(session, samples)
             coh, active = coherence(session.mic, ref)
             low = (coh < LOW) & active
             center = np.arange(len(coh)) * HOP + N // 2
@@ -77,14 +71,9 @@ def main(arguments: list[str]) -> None:
                 for k in range(a // HOP, b // HOP - WINDOW, WINDOW):
                     if active[k : k + WINDOW].sum() >= 10:
                         echo_windows.append(int(low[k : k + WINDOW].sum()))
-            offset = wall_offset(session, samples)
-            for sample in samples:
-                detail = sample["detail"]
-                if detail["kind"] == "echo_only" or detail["times_s"]["speech_start"] is None:
-                    continue
-                start = session.mic_timing.frame(detail["played_at_wall"] - offset + detail["times_s"]["speech_start"])
+            for share, start in interruption_starts(session, samples):
                 first = (center >= start) & (center <= start + RATE // 2)
-                heard.append((detail["talk_over"] or 0.0, int((low & first).sum())))
+                heard.append((share, int((low & first).sum())))
     print(f"coherence below {LOW} (ALPHA {ALPHA}); echo-only 0.5 s windows: {len(echo_windows)}")
     for count in (2, 3, 4, 5):
         over = [c for share, c in heard if share >= 0.15]

@@ -15,14 +15,13 @@ Usage (from the repository root, with the recordings):
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-from false_holds import session_samples, wall_offset
+from false_holds import interruption_starts, played_at_echo, session_samples
 
 from voicecli.audio.double_talk import SEARCH_MS, DoubleTalkDetector
 from voicecli.audio.rates import SPEECH_RATE
@@ -54,22 +53,10 @@ def main(arguments: list[str]) -> None:
         for path in sorted(Path(folder).glob("*.npz")):
             session, spans = load_session(path)
             samples = session_samples(path, results)
-            lag = statistics.median(s["detail"]["echo_delay_ms"] for s in samples
-                                    if s["detail"]["echo_delay_ms"]) / 1000
-            times = np.interp(np.arange(len(session.mic), dtype=np.float64), session.mic_timing.frames,
-                              session.mic_timing.times)
             echo_s += sum(b - a for a, b in spans) / SPEECH_RATE
-            offset = wall_offset(session, samples)
-            starts = []
-            for sample in samples:
-                detail = sample["detail"]
-                if detail["kind"] == "echo_only" or detail["times_s"]["speech_start"] is None:
-                    continue
-                start = session.mic_timing.frame(detail["played_at_wall"] - offset + detail["times_s"]["speech_start"])
-                starts.append((detail["talk_over"] or 0.0, int(start)))
+            starts = interruption_starts(session, samples)
             for off in OFFSETS_MS:
-                at = np.interp(times - lag - off / 1000, session.speaker_timing.times, session.speaker_timing.frames)
-                ref = np.interp(at, np.arange(len(session.speaker)), session.speaker).astype(np.float32)
+                ref = played_at_echo(session, samples, off / 1000)
                 for search in SEARCHES_MS:
                     flagged = flags(session.mic, ref, search)
                     ends = (np.arange(len(flagged)) + 1) * BLOCK
