@@ -27,6 +27,7 @@ import json
 import statistics
 import sys
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,17 @@ def wall_offset(session: Session, samples: list[dict[str, Any]]) -> float:
         return float(sum(min(abs(wall - offset - onset) for onset in onsets) for wall in walls))
 
     return float(min((walls[0] - onset for onset in onsets), key=misfit))
+
+
+def kept_sessions(arguments: list[str]) -> Iterator[tuple[Session, list[tuple[int, int]], list[dict[str, Any]]]]:
+    """Each session kept in the folders of `arguments` (KEEP_DIR=RUN_DIR each): the recordings, the echo-only
+    answers' spans, and the run's samples of that session."""
+    for argument in arguments:
+        folder, _, run = argument.partition("=")
+        results = json.loads((Path(run) / "results.json").read_text())
+        for path in sorted(Path(folder).glob("*.npz")):
+            session, spans = load_session(path)
+            yield session, spans, session_samples(path, results)
 
 
 def played_at_echo(session: Session, samples: list[dict[str, Any]], off_s: float = 0.0) -> NDArray[np.float32]:

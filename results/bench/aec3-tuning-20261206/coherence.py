@@ -13,16 +13,15 @@ Usage (from the repository root, with the recordings):
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-from false_holds import interruption_starts, played_at_echo, session_samples
+from false_holds import interruption_starts, kept_sessions, played_at_echo
 
-from voicecli.bench.duplex import DOUBLE_TALK, load_session
+from voicecli.bench.duplex import DOUBLE_TALK
 
 N, HOP, RATE = 512, 256, 16000
 ALPHA = 0.8
@@ -57,23 +56,17 @@ def coherence(mic: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 def main(arguments: list[str]) -> None:
     echo_windows: list[int] = []
     heard: list[tuple[float, int]] = []
-    for argument in arguments:
-        folder, _, run = argument.partition("=")
-        results = json.loads((Path(run) / "results.json").read_text())
-        for path in sorted(Path(folder).glob("*.npz")):
-            session, spans = load_session(path)
-            samples = session_samples(path, results)
-            ref = played_at_echo(session, samples)
-            coh, active = coherence(session.mic, ref)
-            low = (coh < LOW) & active
-            center = np.arange(len(coh)) * HOP + N // 2
-            for a, b in spans:
-                for k in range(a // HOP, b // HOP - WINDOW, WINDOW):
-                    if active[k : k + WINDOW].sum() >= 10:
-                        echo_windows.append(int(low[k : k + WINDOW].sum()))
-            for share, start in interruption_starts(session, samples):
-                first = (center >= start) & (center <= start + RATE // 2)
-                heard.append((share, int((low & first).sum())))
+    for session, spans, samples in kept_sessions(arguments):
+        coh, active = coherence(session.mic, played_at_echo(session, samples))
+        low = (coh < LOW) & active
+        center = np.arange(len(coh)) * HOP + N // 2
+        for a, b in spans:
+            for k in range(a // HOP, b // HOP - WINDOW, WINDOW):
+                if active[k : k + WINDOW].sum() >= 10:
+                    echo_windows.append(int(low[k : k + WINDOW].sum()))
+        for share, start in interruption_starts(session, samples):
+            first = (center >= start) & (center <= start + RATE // 2)
+            heard.append((share, int((low & first).sum())))
     print(f"coherence below {LOW} (ALPHA {ALPHA}); echo-only 0.5 s windows: {len(echo_windows)}")
     for count in (2, 3, 4, 5):
         over = [c for share, c in heard if share >= 0.15]

@@ -14,18 +14,17 @@ Usage (from the repository root, with the recordings):
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-from false_holds import interruption_starts, played_at_echo, session_samples
+from false_holds import interruption_starts, kept_sessions, played_at_echo
 
 from voicecli.audio.double_talk import SEARCH_MS, DoubleTalkDetector
 from voicecli.audio.rates import SPEECH_RATE
-from voicecli.bench.duplex import DOUBLE_TALK, load_session
+from voicecli.bench.duplex import DOUBLE_TALK
 
 BLOCK = 512
 OFFSETS_MS = (0, -10, 10, 15)
@@ -47,24 +46,19 @@ def main(arguments: list[str]) -> None:
     onsets = {(s, o): 0 for s in SEARCHES_MS for o in OFFSETS_MS}
     told: dict[tuple[int, int], list[tuple[float, bool]]] = {key: [] for key in onsets}
     echo_s = 0.0
-    for argument in arguments:
-        folder, _, run = argument.partition("=")
-        results = json.loads((Path(run) / "results.json").read_text())
-        for path in sorted(Path(folder).glob("*.npz")):
-            session, spans = load_session(path)
-            samples = session_samples(path, results)
-            echo_s += sum(b - a for a, b in spans) / SPEECH_RATE
-            starts = interruption_starts(session, samples)
-            for off in OFFSETS_MS:
-                ref = played_at_echo(session, samples, off / 1000)
-                for search in SEARCHES_MS:
-                    flagged = flags(session.mic, ref, search)
-                    ends = (np.arange(len(flagged)) + 1) * BLOCK
-                    rising = flagged & ~np.concatenate([[False], flagged[:-1]])
-                    onsets[search, off] += sum(int(rising[(ends >= a) & (ends <= b)].sum()) for a, b in spans)
-                    for share, start in starts:
-                        first = (ends >= start) & (ends <= start + SPEECH_RATE // 2)
-                        told[search, off].append((share, bool(flagged[first].any())))
+    for session, spans, samples in kept_sessions(arguments):
+        echo_s += sum(b - a for a, b in spans) / SPEECH_RATE
+        starts = interruption_starts(session, samples)
+        for off in OFFSETS_MS:
+            ref = played_at_echo(session, samples, off / 1000)
+            for search in SEARCHES_MS:
+                flagged = flags(session.mic, ref, search)
+                ends = (np.arange(len(flagged)) + 1) * BLOCK
+                rising = flagged & ~np.concatenate([[False], flagged[:-1]])
+                onsets[search, off] += sum(int(rising[(ends >= a) & (ends <= b)].sum()) for a, b in spans)
+                for share, start in starts:
+                    first = (ends >= start) & (ends <= start + SPEECH_RATE // 2)
+                    told[search, off].append((share, bool(flagged[first].any())))
     print(f"echo alone: {echo_s / 60:.1f} min in answers nobody interrupted")
     for (search, off), count in onsets.items():
         heard = told[search, off]
