@@ -73,10 +73,11 @@ def open_echo_path(config: Config, sink: object) -> EchoPath:
         return EchoPath("off", note="nothing is played through a speaker (muted or saved): no echo to cancel")
     try:
         reference = FarEndReference()
-        dump = EchoDump(Path(config.audio.echo_dump).expanduser()) if config.audio.echo_dump else None
-        canceller = EchoCanceller(reference, noise_suppression=config.audio.echo_noise_suppression, dump=dump)
+        canceller = EchoCanceller(reference, noise_suppression=config.audio.echo_noise_suppression)
     except EchoCancellerUnavailable as exc:
         log.warning("echo cancellation is off, the level gate is used instead: %s", exc)
         return EchoPath("gate", note=str(exc))
+    if config.audio.echo_dump:  # only once the canceller runs: no empty dump folder without its binding
+        canceller.dump = EchoDump(Path(config.audio.echo_dump).expanduser())
     player.tap(reference)
     return EchoPath("aec", canceller)
