@@ -40,7 +40,7 @@ from voicecli.audio.rates import SPEECH_RATE
 from voicecli.bench.audio_marks import AUDIBLE_DBFS
 from voicecli.bench.duplex import DOUBLE_TALK, Session, cancelled_capture, load_session
 from voicecli.config import Config
-from voicecli.listen.endpointing import Endpointer, SpeechEnded, SpeechHint
+from voicecli.listen.endpointing import Endpointer, SpeechEnded, SpeechHint, SpeechOnset, SpeechStarted
 from voicecli.listen.listener import HOLD_BELOW_VOICE_DB, HOLD_LEVEL_SPAN, VOICE_TURNS, make_detector
 
 BLOCK = 512
@@ -60,6 +60,9 @@ class Hold:
     below: float | None
     double_talk: bool = False
     """Held because the canceller told a voice under the echo (voicecli.audio.double_talk), whatever its level."""
+    barge_in: bool = False
+    """Not a hold but a barge-in, which stops the answer (as the listener takes them: a SpeechOnset, audio.barge_in_ms
+    of speech, or a turn's start that none came before): over an answer nobody interrupted, a false barge-in."""
 
 
 def session_holds(path: Path) -> tuple[Session, list[Hold]] | None:
@@ -74,6 +77,7 @@ def session_holds(path: Path) -> tuple[Session, list[Hold]] | None:
     assert isinstance(detector, Endpointer)
     voices: deque[float] = deque(maxlen=VOICE_TURNS)
     holds: list[Hold] = []
+    onset = False  # the speech under way already barged in at its SpeechOnset
     for index, start in enumerate(range(0, len(cleaned) - BLOCK + 1, BLOCK)):
         if audio.echo_double_talk and flags[index] and (index == 0 or not flags[index - 1]):
             holds.append(Hold(start + BLOCK, any(a <= start + BLOCK <= b for a, b in spans), None, double_talk=True))
@@ -82,10 +86,17 @@ def session_holds(path: Path) -> tuple[Session, list[Hold]] | None:
             echo_only = any(a <= end <= b for a, b in spans)
             if isinstance(event, SpeechEnded) and not echo_only:
                 voices.append(speech_level_dbfs(event.audio))
-            elif isinstance(event, SpeechHint):
+            elif isinstance(event, SpeechHint | SpeechOnset | SpeechStarted):
                 heard = rms_dbfs(cleaned[end - HOLD_LEVEL_SPAN : end])
-                below = None if not voices else statistics.median(voices) - heard
-                holds.append(Hold(end, echo_only, below))
+                hold = Hold(end, echo_only, None if not voices else statistics.median(voices) - heard,
+                            barge_in=not isinstance(event, SpeechHint))
+                # the listener's rule: a SpeechOnset barges in when it is as loud as the user's voice, the turn's
+                # start when no SpeechOnset barged in before it
+                barge_in = (isinstance(event, SpeechOnset) and loud(hold)) or (
+                    isinstance(event, SpeechStarted) and not onset)
+                onset = isinstance(event, SpeechOnset) and barge_in
+                if barge_in or isinstance(event, SpeechHint):
+                    holds.append(hold)
     return session, holds
 
 
@@ -158,9 +169,14 @@ Heard = tuple[float, float | None]
 """An interruption: the share of it over the answer's echo, and when the replay held for it (ms, or None)."""
 
 
+def loud(hold: Hold) -> bool:
+    """Whether the speech was within HOLD_BELOW_VOICE_DB of the user's voice (or came before it was known)."""
+    return (hold.below or 0.0) <= HOLD_BELOW_VOICE_DB
+
+
 def interruptions(session: Session, holds: list[Hold], samples: list[dict[str, Any]]) -> list[Heard]:
-    """Each interruption of the session's turns: ms from the user's first voiced sample to the first hold loud enough
-    to be theirs (HOLD_BELOW_VOICE_DB)."""
+    """Each interruption of the session's turns: ms from the user's first voiced sample to the first of `holds`
+    (holds loud enough to be theirs, or barge-ins) in it."""
     offset = wall_offset(session, samples)
     found: list[Heard] = []
     for sample in samples:
@@ -171,15 +187,28 @@ def interruptions(session: Session, holds: list[Hold], samples: list[dict[str, A
         base = detail["played_at_wall"] - offset
         first = session.mic_timing.frame(base + times["speech_start"])
         last = session.mic_timing.frame(base + times["speech_end"] + RESPONSE_S)
-        heard = [h.frame for h in holds if first <= h.frame <= last and (h.below or 0.0) <= HOLD_BELOW_VOICE_DB]
+        heard = [h.frame for h in holds if first <= h.frame <= last]
         found.append((detail["talk_over"], (heard[0] - first) / SPEECH_RATE * 1000 if heard else None))
     return found
+
+
+def print_heard(kind: str, heard: list[Heard]) -> None:
+    """How many interruptions (and of them in double talk) `kind` came for, and how soon (p50, p95)."""
+    for name, group in (("interruptions", heard), ("of them double talk", [h for h in heard if h[0] >= DOUBLE_TALK])):
+        times = sorted(ms for _, ms in group if ms is not None)
+        shown = f", {kind} p50 {statistics.median(times):.0f} ms" if times else ""
+        if len(times) >= 2 and name == "interruptions":
+            shown += f" p95 {np.percentile(times, 95):.0f} ms"
+        print(f"{name}: {len(times)} of {len(group)} {'heard' if kind == 'held' else kind}{shown}")
 
 
 def main(arguments: list[str]) -> int:
     echo: list[Hold] = []
     user: list[Hold] = []
+    barges: list[Hold] = []
     heard: list[Heard] = []
+    barged: list[Heard] = []
+    barged_loud: list[Heard] = []
     for argument in arguments:
         folder, _, run = argument.partition("=")
         results = json.loads((Path(run) / "results.json").read_text()) if run else None
@@ -188,7 +217,13 @@ def main(arguments: list[str]) -> int:
             if replayed is None:
                 print("the echo canceller's binding (pywebrtc-audio) is not installed")
                 return 2
-            session, holds = replayed
+            session, found = replayed
+            holds = [h for h in found if not h.barge_in]
+            onsets = [h for h in found if h.barge_in]
+            for barge in (h for h in onsets if h.echo_only):
+                barges.append(barge)
+                shown = "voice level not known yet" if barge.below is None else f"{barge.below:.1f} dB below the voice"
+                print(f"{Path(folder).name}/{path.stem}: echo barge-in at {barge.frame / SPEECH_RATE:.1f} s, {shown}")
             for hold in holds:
                 (echo if hold.echo_only else user).append(hold)
                 if hold.echo_only:
@@ -196,7 +231,10 @@ def main(arguments: list[str]) -> int:
                              if hold.below is None else f"{hold.below:.1f} dB below the voice")
                     print(f"{Path(folder).name}/{path.stem}: echo hold at {hold.frame / SPEECH_RATE:.1f} s, {shown}")
             if results is not None:
-                heard += interruptions(session, holds, session_samples(path, results))
+                samples = session_samples(path, results)
+                heard += interruptions(session, [h for h in holds if loud(h)], samples)
+                barged += interruptions(session, onsets, samples)
+                barged_loud += interruptions(session, [h for h in onsets if loud(h)], samples)
     kinds = (("in answers nobody interrupted (the echo's)", echo), ("elsewhere (mostly the user's)", user))
     for name, figures in kinds:
         known = [h.below for h in figures if h.below is not None]
@@ -205,12 +243,13 @@ def main(arguments: list[str]) -> int:
         print(f"holds {name}: {len(figures)}, {told} of them on double talk told, {under} more than "
               f"{HOLD_BELOW_VOICE_DB:g} dB below the user's voice (not held now)"
               + (f"; the least far below {min(known):.1f} dB, the most {max(known):.1f}" if known else ""))
+    print(f"barge-ins in answers nobody interrupted (false): {len(barges)}, "
+          f"{sum(not loud(b) for b in barges)} more than {HOLD_BELOW_VOICE_DB:g} dB below the user's voice")
     if not any("=" in argument for argument in arguments):
         return 0
-    for name, group in (("interruptions", heard), ("of them double talk", [h for h in heard if h[0] >= DOUBLE_TALK])):
-        times = [ms for _, ms in group if ms is not None]
-        print(f"{name}: {len(times)} of {len(group)} heard" +
-              (f", held p50 {statistics.median(times):.0f} ms" if times else ""))
+    print_heard("held", heard)
+    print_heard("barged in", barged)
+    print_heard(f"barged in within {HOLD_BELOW_VOICE_DB:g} dB of the voice", barged_loud)
     return 0
 
 

@@ -358,6 +358,33 @@ async def test_a_barge_in_comes_at_the_onset_once_and_only_while_the_assistant_s
     assert len([e for e in events if isinstance(e, BargeIn)]) == 1
 
 
+async def test_an_onset_far_below_the_users_voice_barges_in_only_with_the_turns_start() -> None:
+    """Once the user's voice level is known, speech over the answer more than HOLD_BELOW_VOICE_DB below it (echo
+    left over) does not barge in at audio.barge_in_ms: only at the turn's start (8 windows, not 4); as loud as the
+    voice, at the onset."""
+    events: list[ListenEvent] = []
+    speaking = [False]
+    gate = EchoGate(True, -60.0, lambda: speaking[0], lambda: -120.0)
+    endpointer = Endpointer(silence_ms=300, tail_ms=96, min_speech_ms=256, onset_ms=128,
+                            vad=LoudnessVad())  # type: ignore[arg-type]
+    listener = Listener(None, endpointer, TurnTranscriber(FakeDecoder()), events.append, gate)  # type: ignore[arg-type]
+    clock = [1000.0]
+    await feed_windows(listener, np.full(12 * 512, 0.1, dtype=np.float32), clock)  # the user's turn, -20 dBFS
+    await feed_windows(listener, silence(0.5), clock)
+    speaking[0] = True
+    echo = np.zeros(12 * 512, dtype=np.float32)
+    echo[::16] = 0.06  # peaks the detector takes for speech, -36.5 dBFS: 16.5 dB below the voice
+    echo_from = clock[0]
+    await feed_windows(listener, echo, clock)
+    await feed_windows(listener, silence(0.5), clock)
+    voice = np.zeros(12 * 512, dtype=np.float32)
+    voice[::2] = 0.06  # the same peaks, -26 dBFS: within HOLD_BELOW_VOICE_DB of the voice
+    voice_from = clock[0]
+    await feed_windows(listener, voice, clock)
+    barges = [e.at for e in events if isinstance(e, BargeIn)]
+    assert barges == pytest.approx([echo_from + 8 * 0.032, voice_from + 4 * 0.032])
+
+
 def holding_listener(speaking: list[bool]) -> tuple[Listener, list[ListenEvent]]:
     """A listener that holds the voice after 3 windows of speech and barges in with the turn's start (8 windows)."""
     events: list[ListenEvent] = []

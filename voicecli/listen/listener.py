@@ -11,8 +11,8 @@ hears it yield as they start, and the answer's echo stops, so the canceller has 
 (over a playing answer its suppressor holds a voice down). Speech that fades before barge_in_ms and stays away for
 HOLD_RELEASE_AFTER_S (a cough, a burst of echo the canceller let through) releases it (ReleaseVoice): a false start
 costs a pause, not the answer. Speech far quieter than the user's own voice (HOLD_BELOW_VOICE_DB under the level of
-their latest turns) holds nothing: that is echo left over after cancelling, which the voice detector cannot tell
-from a voice by its shape.
+their latest turns) holds nothing and barges in only with a turn's start, not at audio.barge_in_ms: that is echo
+left over after cancelling, which the voice detector cannot tell from a voice by its shape.
 
 Speculation: at a short pause (SpeechPaused) the utterance so far is transcribed at once. That draft does two
 things. It chooses the hang-over for this pause (voicecli.listen.turn_completion: a finished question is confirmed
@@ -332,7 +332,8 @@ class Listener:
         if isinstance(event, SpeechHint):  # audio.barge_in_hold_ms of speech: hold the voice, decide later
             if self._held_at is not None:  # speech back before the hold ran out: still held, from now
                 self._held_at, self._faded_at = event.at, None
-            elif self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX and self._as_loud_as_the_user():
+            elif self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX and \
+                    self._as_loud_as_the_user("not held"):
                 self._held_at = event.at
                 self._on_event(HoldVoice(event.at))
             return
@@ -341,10 +342,13 @@ class Listener:
                 self._faded_at = event.at
             return
         if isinstance(event, SpeechOnset):  # audio.barge_in_ms of speech: enough to stop the assistant for
-            self._onset_barged = self.gate.is_speaking()
+            # as loud as the user's voice: this soon; quieter (echo the canceller let through, most likely): only
+            # with the turn's start, as with no onset at all (replayed: scripts/false_holds.py)
+            speaking = self.gate.is_speaking()
+            self._onset_barged = speaking and self._as_loud_as_the_user("no barge-in before the turn's start")
             if self._onset_barged:
                 self._barge_in(event.at)
-            else:
+            elif not speaking:
                 self._release(event.at)
             return
         if isinstance(event, SpeechStarted):
@@ -373,17 +377,17 @@ class Listener:
                      "turn_confirmed": event.at}
             self._spawn(self._finish(future, marks, len(event.audio) / SPEECH_RATE, event.turn))
 
-    def _as_loud_as_the_user(self) -> bool:
+    def _as_loud_as_the_user(self, otherwise: str) -> bool:
         """Whether the speech just heard is loud enough to be the user's (HOLD_BELOW_VOICE_DB); True until the
-        user's voice level is known."""
+        user's voice level is known. `otherwise` is logged with the levels when it is not."""
         if not self._voice_levels:
             return True
         voice = float(np.median(self._voice_levels))
         heard = rms_dbfs(self._recent)
         if heard >= voice - HOLD_BELOW_VOICE_DB:
             return True
-        log.info("speech %.1f dB below the user's voice (%.1f dBFS) over the answer: echo, not held", voice - heard,
-                  voice)
+        log.info("speech %.1f dB below the user's voice (%.1f dBFS) over the answer: echo, %s", voice - heard, voice,
+                 otherwise)
         return False
 
     def _barge_in(self, at: float) -> None:
