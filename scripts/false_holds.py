@@ -18,7 +18,10 @@ recordings' monotonic one by the answers' first sounds); "double talk" are those
 at least half of them, as the bench counts them. Why: a live run takes ~25 min and the interruptions land where the
 answers' timing puts them; replayed, a change to the canceller (or to AEC3 itself: a build of pywebrtc-audio on
 PYTHONPATH) is compared on the very same audio (results/bench/aec3-tuning-20261206).
-Usage: .venv/bin/python scripts/false_holds.py DIR[=RUN_DIR] [DIR[=RUN_DIR] ...]
+With --live, the voice detector is fed what the app's canceller handed on live instead (the echo dump that
+`--keep-audio` keeps beside each session, voicecli.audio.echo_dump; no double-talk holds): where the two disagree,
+the canceller was fed differently live than the recordings tell.
+Usage: .venv/bin/python scripts/false_holds.py [--live] DIR[=RUN_DIR] [DIR[=RUN_DIR] ...]
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from voicecli.audio.echo_dump import COLUMNS, load_dump
 from voicecli.audio.levels import rms_dbfs, speech_level_dbfs
 from voicecli.audio.rates import SPEECH_RATE
 from voicecli.bench.audio_marks import AUDIBLE_DBFS
@@ -65,11 +69,30 @@ class Hold:
     of speech, or a turn's start that none came before): over an answer nobody interrupted, a false barge-in."""
 
 
-def session_holds(path: Path) -> tuple[Session, list[Hold]] | None:
-    """The session and the holds its replay makes; None when the canceller's binding is not installed."""
+def live_output(session: Session, folder: Path) -> NDArray[np.float32] | None:
+    """What the app's canceller handed on live (the `out` of its echo dump in `folder`, voicecli.audio.echo_dump),
+    laid on the session's microphone recording by each block's monotonic time; None without one."""
+    audio, blocks = load_dump(folder) if (folder / "out.f32").exists() else ({}, None)
+    out = audio.get("out")
+    if out is None or blocks is None:
+        return None
+    placed = np.zeros(len(session.mic), np.float32)
+    first = 0
+    for at, samples in zip(blocks[:, COLUMNS.index("at")], blocks[:, COLUMNS.index("samples")], strict=True):
+        count = int(samples)
+        end = round(session.mic_timing.frame(at)) + 1  # the frame after the block's last sample
+        if end - count >= 0 and end <= len(placed):
+            placed[end - count : end] = out[first : first + count]
+        first += count
+    return placed
+
+
+def session_holds(path: Path, live: bool = False) -> tuple[Session, list[Hold]] | None:
+    """The session and the holds its replay makes (`live`: on what the app's canceller handed on, from its dump);
+    None when the canceller's binding is not installed (or, `live`, the dump is missing)."""
     session, spans = load_session(path)
     flags: list[bool] = []
-    cleaned = cancelled_capture(session, flags)
+    cleaned = live_output(session, path.with_suffix("")) if live else cancelled_capture(session, flags)
     if cleaned is None:
         return None
     audio = Config.load().audio
@@ -79,7 +102,7 @@ def session_holds(path: Path) -> tuple[Session, list[Hold]] | None:
     holds: list[Hold] = []
     onset = False  # the speech under way already barged in at its SpeechOnset
     for index, start in enumerate(range(0, len(cleaned) - BLOCK + 1, BLOCK)):
-        if audio.echo_double_talk and flags[index] and (index == 0 or not flags[index - 1]):
+        if audio.echo_double_talk and flags and flags[index] and (index == 0 or not flags[index - 1]):
             holds.append(Hold(start + BLOCK, any(a <= start + BLOCK <= b for a, b in spans), None, double_talk=True))
         for event in detector.feed(cleaned[start : start + BLOCK], (start + BLOCK) / SPEECH_RATE):
             end = round(event.at * SPEECH_RATE)
@@ -203,6 +226,8 @@ def print_heard(kind: str, heard: list[Heard]) -> None:
 
 
 def main(arguments: list[str]) -> int:
+    live = arguments[:1] == ["--live"]
+    arguments = arguments[live:]
     echo: list[Hold] = []
     user: list[Hold] = []
     barges: list[Hold] = []
@@ -213,9 +238,10 @@ def main(arguments: list[str]) -> int:
         folder, _, run = argument.partition("=")
         results = json.loads((Path(run) / "results.json").read_text()) if run else None
         for path in sorted(Path(folder).glob("*.npz")):
-            replayed = session_holds(path)
+            replayed = session_holds(path, live)
             if replayed is None:
-                print("the echo canceller's binding (pywebrtc-audio) is not installed")
+                print(f"{path.with_suffix('')} holds no echo dump with the canceller's output" if live else
+                      "the echo canceller's binding (pywebrtc-audio) is not installed")
                 return 2
             session, found = replayed
             holds = [h for h in found if not h.barge_in]
