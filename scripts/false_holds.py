@@ -18,6 +18,10 @@ recordings' monotonic one by the answers' first sounds); "double talk" are those
 at least half of them, as the bench counts them. Why: a live run takes ~25 min and the interruptions land where the
 answers' timing puts them; replayed, a change to the canceller (or to AEC3 itself: a build of pywebrtc-audio on
 PYTHONPATH) is compared on the very same audio (results/bench/aec3-tuning-20261206).
+The barge-ins are replayed too, by the listener's rule: a SpeechOnset (audio.barge_in_ms of speech) when it is
+within HOLD_BELOW_VOICE_DB of the voice, otherwise the turn's start; those in answers nobody interrupted are false,
+and each interruption's first is how soon it stopped the answer. VOICECLI_AUDIO__BARGE_IN_MS=N compares lengths
+on the same audio (results/bench/barge-in-length-20261206).
 With --live, the voice detector is fed what the app's canceller handed on live instead (the echo dump that
 `--keep-audio` keeps beside each session, voicecli.audio.echo_dump; no double-talk holds): where the two disagree,
 the canceller was fed differently live than the recordings tell.
@@ -52,6 +56,10 @@ RESPONSE_S = 0.5
 """How long after the user's last voiced sample a hold still counts as hearing the interruption."""
 QUIET_BEFORE_S = 1.5
 """Silence on the speaker before a sound that counts as an answer's first (aligning the run's clock)."""
+LIVE_CHUNK_S = 2.0
+"""--live: the span of the canceller's dump laid on the recording at one offset."""
+LIVE_SEARCH_S = 0.1
+"""--live: how far either side of its block time a span's place is looked for."""
 
 
 @dataclass(frozen=True)
@@ -71,19 +79,33 @@ class Hold:
 
 def live_output(session: Session, folder: Path) -> NDArray[np.float32] | None:
     """What the app's canceller handed on live (the `out` of its echo dump in `folder`, voicecli.audio.echo_dump),
-    laid on the session's microphone recording by each block's monotonic time; None without one."""
+    laid on the session's microphone recording; None without one. The dump's capture is the recording itself, but
+    the app's block times and the recorder's disagree by up to ~40 ms, so each LIVE_CHUNK_S is placed where its
+    capture matches the recording (within LIVE_SEARCH_S of its block time; silent ones: as the chunk before)."""
     audio, blocks = load_dump(folder) if (folder / "out.f32").exists() else ({}, None)
-    out = audio.get("out")
-    if out is None or blocks is None:
+    out, capture = audio.get("out"), audio.get("capture")
+    if out is None or capture is None or blocks is None:
         return None
-    placed = np.zeros(len(session.mic), np.float32)
-    first = 0
-    for at, samples in zip(blocks[:, COLUMNS.index("at")], blocks[:, COLUMNS.index("samples")], strict=True):
-        count = int(samples)
-        end = round(session.mic_timing.frame(at)) + 1  # the frame after the block's last sample
-        if end - count >= 0 and end <= len(placed):
-            placed[end - count : end] = out[first : first + count]
-        first += count
+    ends = np.cumsum(blocks[:, COLUMNS.index("samples")]) - 1  # each block's last sample, stamped `at`
+    mic, chunk, search = session.mic, round(LIVE_CHUNK_S * SPEECH_RATE), round(LIVE_SEARCH_S * SPEECH_RATE)
+    placed = np.zeros(len(mic), np.float32)
+    offset: int | None = None  # microphone frame minus dump sample
+    for first in range(0, len(capture), chunk):
+        piece = capture[first : first + chunk]
+        guess = round(session.mic_timing.frame(float(np.interp(first, ends, blocks[:, COLUMNS.index("at")]))))
+        low = max(0, guess - search)
+        window = mic[low : guess + len(piece) + search]
+        if len(window) > len(piece) and np.any(piece):
+            size = 1 << (len(window) + len(piece)).bit_length()
+            score = np.fft.irfft(np.fft.rfft(window, size) * np.conj(np.fft.rfft(piece, size)), size)
+            best = int(np.argmax(score[: len(window) - len(piece) + 1]))
+            match = window[best : best + len(piece)]
+            if score[best] > 0.9 * float(np.linalg.norm(piece) * np.linalg.norm(match)):
+                offset = low + best - first
+        if offset is not None:
+            at = first + offset
+            span = slice(max(at, 0), min(at + len(piece), len(placed)))
+            placed[span] = out[first + span.start - at : first + span.stop - at]
     return placed
 
 
