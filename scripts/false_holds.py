@@ -255,7 +255,6 @@ def main(arguments: list[str]) -> int:
     barges: list[Hold] = []
     heard: list[Heard] = []
     barged: list[Heard] = []
-    barged_loud: list[Heard] = []
     for argument in arguments:
         folder, _, run = argument.partition("=")
         results = json.loads((Path(run) / "results.json").read_text()) if run else None
@@ -282,7 +281,6 @@ def main(arguments: list[str]) -> int:
                 samples = session_samples(path, results)
                 heard += interruptions(session, [h for h in holds if loud(h)], samples)
                 barged += interruptions(session, onsets, samples)
-                barged_loud += interruptions(session, [h for h in onsets if loud(h)], samples)
     kinds = (("in answers nobody interrupted (the echo's)", echo), ("elsewhere (mostly the user's)", user))
     for name, figures in kinds:
         known = [h.below for h in figures if h.below is not None]
@@ -297,7 +295,6 @@ def main(arguments: list[str]) -> int:
         return 0
     print_heard("held", heard)
     print_heard("barged in", barged)
-    print_heard(f"barged in within {HOLD_BELOW_VOICE_DB:g} dB of the voice", barged_loud)
     return 0
 
 
