@@ -77,13 +77,14 @@ class Hold:
     of speech, or a turn's start that none came before): over an answer nobody interrupted, a false barge-in."""
 
 
-def live_output(session: Session, folder: Path) -> NDArray[np.float32] | None:
-    """What the app's canceller handed on live (the `out` of its echo dump in `folder`, voicecli.audio.echo_dump),
-    laid on the session's microphone recording; None without one. The dump's capture is the recording itself, but
-    the app's block times and the recorder's disagree by up to ~40 ms, so each LIVE_CHUNK_S is placed where its
-    capture matches the recording (within LIVE_SEARCH_S of its block time; silent ones: as the chunk before)."""
+def live_output(session: Session, folder: Path, out: NDArray[np.float32] | None = None) -> NDArray[np.float32] | None:
+    """What the app's canceller handed on live (the `out` of its echo dump in `folder`, voicecli.audio.echo_dump; or
+    `out`, a signal of the dump's length), laid on the session's microphone recording; None without a dump. The
+    dump's capture is the recording itself, but the app's block times and the recorder's disagree by up to ~40 ms,
+    so each LIVE_CHUNK_S is placed where its capture matches the recording (within LIVE_SEARCH_S of its block time;
+    silent ones: as the chunk before)."""
     audio, blocks = load_dump(folder) if (folder / "out.f32").exists() else ({}, None)
-    out, capture = audio.get("out"), audio.get("capture")
+    out, capture = audio.get("out") if out is None else out, audio.get("capture")
     if out is None or capture is None or blocks is None:
         return None
     ends = np.cumsum(blocks[:, COLUMNS.index("samples")]) - 1  # each block's last sample, stamped `at`

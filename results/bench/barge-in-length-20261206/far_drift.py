@@ -1,0 +1,108 @@
+"""Why the live canceller passes more echo than its replay on the recordings: AEC3 run again on the live inputs its
+echo dump kept, and how the live far end moves against the speaker's own recording.
+
+For each session of KEEP_DIR (kept by `bench duplex --keep-audio`, with its echo dump): the ERLE of each answer
+nobody interrupted for (1) what the canceller handed on live (`out.f32`), (2) a fresh AEC3 fed the dump's capture
+and far end block by block (`capture.f32`, `far.f32`), (3) this checkout's canceller over the recordings
+(`cancelled_capture`). Then the lag of the live far end against the speaker's recording laid on the microphone's
+clock, per 100 ms of those answers (windows matching with correlation >= MATCH): a far end that keeps its place
+keeps one lag.
+Usage: .venv/bin/python results/bench/barge-in-length-20261206/far_drift.py KEEP_DIR
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+from false_holds import live_output
+
+from voicecli.audio.echo_cancel import _load_binding
+from voicecli.audio.echo_dump import COLUMNS, load_dump
+from voicecli.audio.rates import SPEECH_RATE
+from voicecli.bench.duplex import Session, cancelled_capture, load_session
+
+WINDOW = SPEECH_RATE // 10
+SEARCH = round(0.15 * SPEECH_RATE)
+MATCH = 0.9
+
+
+def erle(mic: NDArray[np.float32], cleaned: NDArray[np.float32], spans: list[tuple[int, int]]) -> list[float]:
+    return [round(10 * float(np.log10(np.mean(mic[a:b] ** 2) / max(float(np.mean(cleaned[a:b] ** 2)), 1e-12))), 1)
+            for a, b in spans]
+
+
+def rerun(capture: NDArray[np.float32], far: NDArray[np.float32], sizes: NDArray[np.int64]) -> NDArray[np.float32]:
+    """A fresh AEC3, as the canceller builds it, fed the dump's blocks."""
+    apm = _load_binding().AudioProcessor(SPEECH_RATE, 1, echo_cancellation=True, high_pass_filter=True,
+                                         noise_suppression=False, stream_delay_ms=0)
+    out = np.zeros_like(capture)
+    first = 0
+    for size in sizes:
+        out[first : first + size] = np.asarray(apm.process(capture[first : first + size], far[first : first + size]))
+        first += size
+    return out
+
+
+def speaker_on_mic(session: Session) -> NDArray[np.float32]:
+    """The speaker's recording laid on the microphone's frames by the two recorders' clocks (no echo delay)."""
+    times = np.interp(np.arange(len(session.mic), dtype=np.float64), session.mic_timing.frames,
+                      session.mic_timing.times)
+    at = np.interp(times, session.speaker_timing.times, session.speaker_timing.frames)
+    return np.asarray(np.interp(at, np.arange(len(session.speaker)), session.speaker), np.float32)
+
+
+def lags(far: NDArray[np.float32], speaker: NDArray[np.float32], a: int, b: int) -> list[int]:
+    """Per WINDOW of [a, b): the lag (samples) at which the live far end best matches the speaker's recording."""
+    found = []
+    for start in range(max(a, SEARCH), min(b, len(far) - WINDOW - SEARCH), WINDOW):
+        piece = far[start : start + WINDOW]
+        if np.sqrt(np.mean(piece**2)) < 1e-3:
+            continue
+        around = speaker[start - SEARCH : start + WINDOW + SEARCH]
+        size = 1 << (len(around) + WINDOW).bit_length()
+        score = np.fft.irfft(np.fft.rfft(around, size) * np.conj(np.fft.rfft(piece, size)), size)
+        best = int(np.argmax(score[: len(around) - WINDOW + 1]))
+        match = around[best : best + WINDOW]
+        if score[best] >= MATCH * float(np.linalg.norm(piece) * np.linalg.norm(match)):
+            found.append(best - SEARCH)
+    return found
+
+
+def main(folder: Path) -> None:
+    for path in sorted(folder.glob("*.npz")):
+        session, spans = load_session(path)
+        dump = path.with_suffix("")
+        audio, blocks = load_dump(dump)
+        capture, far = audio["capture"], audio["far"]
+        again = rerun(capture, far, blocks[:, COLUMNS.index("samples")].astype(np.int64))
+        live = live_output(session, dump)
+        redone = live_output(session, dump, out=again)
+        farther = live_output(session, dump, out=far)
+        replayed = cancelled_capture(session)
+        assert live is not None and redone is not None and farther is not None and replayed is not None
+        print(f"{path.stem}: ERLE per answer nobody interrupted, dB")
+        print(f"  live output:                      {erle(session.mic, live, spans)}")
+        print(f"  AEC3 again on the live inputs:    {erle(session.mic, redone, spans)}")
+        print(f"  the canceller over the recordings: {erle(session.mic, replayed, spans)}")
+        speaker = speaker_on_mic(session)
+        for a, b in spans:
+            found = lags(farther, speaker, a, b)
+            if len(found) < 2:
+                continue
+            moves = np.abs(np.diff(found))
+            print(f"  answer at {a / SPEECH_RATE:.0f} s: live far end vs the speaker's recording over "
+                  f"{len(found)} windows: lag {min(found)}..{max(found)} samples (median {np.median(found):.0f}), "
+                  f"moved >= 2 samples between windows {int(np.sum(moves >= 2))} times, median move "
+                  f"{np.median(moves):.0f}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print(__doc__)
+        sys.exit(2)
+    main(Path(sys.argv[1]))
