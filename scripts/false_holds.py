@@ -77,6 +77,15 @@ class Hold:
     of speech, or a turn's start that none came before): over an answer nobody interrupted, a false barge-in."""
 
 
+def best_match(piece: NDArray[np.float32], window: NDArray[np.float32]) -> tuple[int, float]:
+    """Where in `window` (longer) `piece` matches best, by cross-correlation, and the normalised correlation there."""
+    size = 1 << (len(window) + len(piece)).bit_length()
+    score = np.fft.irfft(np.fft.rfft(window, size) * np.conj(np.fft.rfft(piece, size)), size)
+    best = int(np.argmax(score[: len(window) - len(piece) + 1]))
+    match = window[best : best + len(piece)]
+    return best, float(score[best]) / max(float(np.linalg.norm(piece) * np.linalg.norm(match)), 1e-12)
+
+
 def live_output(session: Session, folder: Path, out: NDArray[np.float32] | None = None) -> NDArray[np.float32] | None:
     """What the app's canceller handed on live (the `out` of its echo dump in `folder`, voicecli.audio.echo_dump; or
     `out`, a signal of the dump's length), laid on the session's microphone recording; None without a dump. The
@@ -97,11 +106,8 @@ def live_output(session: Session, folder: Path, out: NDArray[np.float32] | None 
         low = max(0, guess - search)
         window = mic[low : guess + len(piece) + search]
         if len(window) > len(piece) and np.any(piece):
-            size = 1 << (len(window) + len(piece)).bit_length()
-            score = np.fft.irfft(np.fft.rfft(window, size) * np.conj(np.fft.rfft(piece, size)), size)
-            best = int(np.argmax(score[: len(window) - len(piece) + 1]))
-            match = window[best : best + len(piece)]
-            if score[best] > 0.9 * float(np.linalg.norm(piece) * np.linalg.norm(match)):
+            best, correlation = best_match(piece, window)
+            if correlation > 0.9:
                 offset = low + best - first
         if offset is not None:
             at = first + offset

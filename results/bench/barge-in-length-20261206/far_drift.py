@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-from false_holds import live_output
+from false_holds import best_match, live_output
 
 from voicecli.audio.echo_cancel import _load_binding
 from voicecli.audio.echo_dump import COLUMNS, load_dump
@@ -63,12 +63,8 @@ def lags(far: NDArray[np.float32], speaker: NDArray[np.float32], a: int, b: int)
         piece = far[start : start + WINDOW]
         if np.sqrt(np.mean(piece**2)) < 1e-3:
             continue
-        around = speaker[start - SEARCH : start + WINDOW + SEARCH]
-        size = 1 << (len(around) + WINDOW).bit_length()
-        score = np.fft.irfft(np.fft.rfft(around, size) * np.conj(np.fft.rfft(piece, size)), size)
-        best = int(np.argmax(score[: len(around) - WINDOW + 1]))
-        match = around[best : best + WINDOW]
-        if score[best] >= MATCH * float(np.linalg.norm(piece) * np.linalg.norm(match)):
+        best, correlation = best_match(piece, speaker[start - SEARCH : start + WINDOW + SEARCH])
+        if correlation >= MATCH:
             found.append(best - SEARCH)
     return found
 
