@@ -97,12 +97,13 @@ def live_output(session: Session, folder: Path, out: NDArray[np.float32] | None 
     if out is None or capture is None or blocks is None:
         return None
     ends = np.cumsum(blocks[:, COLUMNS.index("samples")]) - 1  # each block's last sample, stamped `at`
+    stamps = blocks[:, COLUMNS.index("at")]
     mic, chunk, search = session.mic, round(LIVE_CHUNK_S * SPEECH_RATE), round(LIVE_SEARCH_S * SPEECH_RATE)
     placed = np.zeros(len(mic), np.float32)
     offset: int | None = None  # microphone frame minus dump sample
     for first in range(0, len(capture), chunk):
         piece = capture[first : first + chunk]
-        guess = round(session.mic_timing.frame(float(np.interp(first, ends, blocks[:, COLUMNS.index("at")]))))
+        guess = round(session.mic_timing.frame(float(np.interp(first, ends, stamps))))
         low = max(0, guess - search)
         window = mic[low : guess + len(piece) + search]
         if len(window) > len(piece) and np.any(piece):
@@ -193,28 +194,42 @@ def kept_sessions(arguments: list[str]) -> Iterator[tuple[Session, list[tuple[in
             yield session, spans, session_samples(path, results)
 
 
-def played_at_echo(session: Session, samples: list[dict[str, Any]], off_s: float = 0.0) -> NDArray[np.float32]:
-    """What the speaker played, laid sample for sample on the microphone's recording at the echo's delay (the median
-    the run's canceller reported for the session) plus `off_s`: the far end a canceller aligned exactly would read."""
-    lag = statistics.median(s["detail"]["echo_delay_ms"] for s in samples if s["detail"]["echo_delay_ms"]) / 1000
+def speaker_on_mic(session: Session, lag_s: float, off_s: float = 0.0) -> NDArray[np.float32]:
+    """What the speaker played, laid sample for sample on the microphone's recording `lag_s` + `off_s` later, by the
+    two recorders' clocks (the two taken off one after the other, as the replays' logs were made)."""
     times = np.interp(np.arange(len(session.mic), dtype=np.float64), session.mic_timing.frames,
                       session.mic_timing.times)
-    at = np.interp(times - lag - off_s, session.speaker_timing.times, session.speaker_timing.frames)
+    at = np.interp(times - lag_s - off_s, session.speaker_timing.times, session.speaker_timing.frames)
     return np.asarray(np.interp(at, np.arange(len(session.speaker)), session.speaker), np.float32)
+
+
+def played_at_echo(session: Session, samples: list[dict[str, Any]], off_s: float = 0.0) -> NDArray[np.float32]:
+    """What the speaker played, laid on the microphone's recording at the echo's delay (the median the run's
+    canceller reported for the session) plus `off_s`: the far end a canceller aligned exactly would read."""
+    lag = statistics.median(s["detail"]["echo_delay_ms"] for s in samples if s["detail"]["echo_delay_ms"]) / 1000
+    return speaker_on_mic(session, lag, off_s)
+
+
+def interruption_spans(session: Session, samples: list[dict[str, Any]]) -> list[tuple[float | None, float, float]]:
+    """Each interruption of the session's turns: the share of it over the answer's echo (None: not measured), and
+    the microphone frames of the user's first voiced sample and of RESPONSE_S after their last."""
+    offset = wall_offset(session, samples)
+    spans = []
+    for sample in samples:
+        detail = sample["detail"]
+        times = detail["times_s"]
+        if detail["kind"] == "echo_only" or times["speech_start"] is None:
+            continue
+        base = detail["played_at_wall"] - offset
+        spans.append((detail["talk_over"], session.mic_timing.frame(base + times["speech_start"]),
+                      session.mic_timing.frame(base + times["speech_end"] + RESPONSE_S)))
+    return spans
 
 
 def interruption_starts(session: Session, samples: list[dict[str, Any]]) -> list[tuple[float, int]]:
     """Each interruption of the session's turns: the share of it over the answer's echo, and the microphone frame
     of the user's first voiced sample."""
-    offset = wall_offset(session, samples)
-    starts = []
-    for sample in samples:
-        detail = sample["detail"]
-        if detail["kind"] == "echo_only" or detail["times_s"]["speech_start"] is None:
-            continue
-        start = session.mic_timing.frame(detail["played_at_wall"] - offset + detail["times_s"]["speech_start"])
-        starts.append((detail["talk_over"] or 0.0, int(start)))
-    return starts
+    return [(share or 0.0, int(first)) for share, first, _ in interruption_spans(session, samples)]
 
 
 Heard = tuple[float, float | None]
@@ -229,18 +244,12 @@ def loud(hold: Hold) -> bool:
 def interruptions(session: Session, holds: list[Hold], samples: list[dict[str, Any]]) -> list[Heard]:
     """Each interruption of the session's turns: ms from the user's first voiced sample to the first of `holds`
     (holds loud enough to be theirs, or barge-ins) in it."""
-    offset = wall_offset(session, samples)
     found: list[Heard] = []
-    for sample in samples:
-        detail = sample["detail"]
-        times = detail["times_s"]
-        if detail["kind"] == "echo_only" or times["speech_start"] is None or detail["talk_over"] is None:
+    for share, first, last in interruption_spans(session, samples):
+        if share is None:
             continue
-        base = detail["played_at_wall"] - offset
-        first = session.mic_timing.frame(base + times["speech_start"])
-        last = session.mic_timing.frame(base + times["speech_end"] + RESPONSE_S)
         heard = [h.frame for h in holds if first <= h.frame <= last]
-        found.append((detail["talk_over"], (heard[0] - first) / SPEECH_RATE * 1000 if heard else None))
+        found.append((share, (heard[0] - first) / SPEECH_RATE * 1000 if heard else None))
     return found
 
 

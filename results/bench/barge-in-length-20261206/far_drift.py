@@ -19,12 +19,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-from false_holds import best_match, live_output
+from false_holds import best_match, live_output, speaker_on_mic
 
-from voicecli.audio.echo_cancel import _load_binding
+from voicecli.audio.echo_cancel import _load_binding, erle_db
 from voicecli.audio.echo_dump import COLUMNS, load_dump
 from voicecli.audio.rates import SPEECH_RATE
-from voicecli.bench.duplex import Session, cancelled_capture, load_session
+from voicecli.bench.duplex import cancelled_capture, load_session
 
 WINDOW = SPEECH_RATE // 10
 SEARCH = round(0.15 * SPEECH_RATE)
@@ -32,8 +32,7 @@ MATCH = 0.9
 
 
 def erle(mic: NDArray[np.float32], cleaned: NDArray[np.float32], spans: list[tuple[int, int]]) -> list[float]:
-    return [round(10 * float(np.log10(np.mean(mic[a:b] ** 2) / max(float(np.mean(cleaned[a:b] ** 2)), 1e-12))), 1)
-            for a, b in spans]
+    return [round(erle_db(mic[a:b], cleaned[a:b]), 1) for a, b in spans]
 
 
 def rerun(capture: NDArray[np.float32], far: NDArray[np.float32], sizes: NDArray[np.int64]) -> NDArray[np.float32]:
@@ -46,14 +45,6 @@ def rerun(capture: NDArray[np.float32], far: NDArray[np.float32], sizes: NDArray
         out[first : first + size] = np.asarray(apm.process(capture[first : first + size], far[first : first + size]))
         first += size
     return out
-
-
-def speaker_on_mic(session: Session) -> NDArray[np.float32]:
-    """The speaker's recording laid on the microphone's frames by the two recorders' clocks (no echo delay)."""
-    times = np.interp(np.arange(len(session.mic), dtype=np.float64), session.mic_timing.frames,
-                      session.mic_timing.times)
-    at = np.interp(times, session.speaker_timing.times, session.speaker_timing.frames)
-    return np.asarray(np.interp(at, np.arange(len(session.speaker)), session.speaker), np.float32)
 
 
 def lags(far: NDArray[np.float32], speaker: NDArray[np.float32], a: int, b: int) -> list[int]:
@@ -85,7 +76,7 @@ def main(folder: Path) -> None:
         print(f"  live output:                      {erle(session.mic, live, spans)}")
         print(f"  AEC3 again on the live inputs:    {erle(session.mic, redone, spans)}")
         print(f"  the canceller over the recordings: {erle(session.mic, replayed, spans)}")
-        speaker = speaker_on_mic(session)
+        speaker = speaker_on_mic(session, 0.0)
         for a, b in spans:
             found = lags(farther, speaker, a, b)
             if len(found) < 2:
