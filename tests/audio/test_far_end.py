@@ -87,3 +87,24 @@ def test_a_cut_before_anything_played_or_past_the_newest_sample_changes_nothing(
     reference.cut(6.2)  # the stream had already played out everything pushed
     assert np.allclose(reference.read(6.0, 1600), 0.25)
     assert reference.played_until is not None and abs(reference.played_until - 6.1) < 1e-3
+
+
+def test_a_sound_card_clock_off_the_monotonic_clock_reads_in_place_without_reanchoring() -> None:
+    """The card's clock runs 1,000 ppm fast against the monotonic clock the DAC times are read on (PulseAudio here:
+    ~242 ppm): over 100 s its samples get 100 ms ahead of a timeline fixed at the first block, which re-anchored
+    by REANCHOR_S every ~20 s. The timeline follows the latest DAC times instead: one stretch, and a read at a
+    monotonic time finds what the card played then."""
+    rng = np.random.default_rng(3)
+    played = (0.1 * rng.standard_normal(100 * SPEECH_RATE)).astype(np.float32)
+    slow = 1 / (1 + 1000e-6)
+    reference = FarEndReference(keep_s=4.0)
+    block = SPEECH_RATE // 100
+    for i in range(0, len(played), block):
+        reference.push(played[i : i + block], SPEECH_RATE, 50.0 + i / SPEECH_RATE * slow + float(rng.uniform(0, 0.002)))
+    at = 50.0 + 98 * slow  # the card's 98th second
+    got = reference.read(at, SPEECH_RATE // 10)
+    lags = range(-160, 161)
+    scores = [float(np.dot(got, played[98 * SPEECH_RATE + lag : 98 * SPEECH_RATE + lag + len(got)])) for lag in lags]
+    best = lags[int(np.argmax(scores))]
+    assert abs(best) <= 24, f"reference off by {best} samples"  # the median's jitter and 1 s of drift at most
+    assert reference.reanchors == 0 and reference.stretches == 1

@@ -117,6 +117,10 @@ median per echo-only answer 23.3 / 23.6 / 23.8 dB following every change of 2 ms
 AGREE_S: Final = 0.001
 """Two consecutive estimates this close confirm a changed bulk delay."""
 
+RELAY_S: Final = 1.0
+"""The latest capture callbacks whose earliest lays the capture's timeline again when the reference begins a new
+stretch (see EchoCanceller._place)."""
+
 LATE_S: Final = 0.05
 LATE_FOR_S: Final = 1.0
 """Capture callbacks that all come more than LATE_S after the capture timeline for LATE_FOR_S restart it (see
@@ -242,6 +246,8 @@ class EchoCanceller:
         self._anchor: int | None = None  # reference index of capture sample 0
         self._late_for = 0  # capture samples since callbacks began to come LATE_S or more after the timeline
         self._late_min = 0  # the earliest offset among those late callbacks
+        self._offsets: deque[tuple[int, int]] = deque()  # (capture samples taken in, offset) over the last RELAY_S
+        self._stretches = 0  # the reference's stretches seen so far
         self._count = 0  # capture samples taken in (the next one's index on the capture timeline)
         self._history = np.zeros(self._window, np.float32)  # the latest raw capture, for delay estimation
         self._since_estimate = 0
@@ -356,12 +362,25 @@ class EchoCanceller:
     def _place(self, offset: int, n: int) -> int:
         """Lay the capture on the reference's timeline by this callback (`offset`: where its sample 0 would be).
 
-        The earliest callback time wins: a callback only comes later than its sound, never earlier. A late one moves
+        The earliest callback time wins: a callback only comes later than its sound, never earlier. Its clock and the
+        reference's are the sound card's, mapped to monotonic time the same way (voicecli.audio.far_end), so within
+        one of the reference's stretches the earliest stays where it is; when the reference begins a new one (a
+        restart placed by its DAC time), the timeline is laid again by the earliest of the last RELAY_S of
+        callbacks, which the card's drift since the previous stretch has not moved. A late one moves
         nothing: on a busy machine the audio thread is held up and the blocks then come in a burst, whole (measured
         on the synthetic room, stalls of 60 / 100 / 200 ms every 2 s: 27-41 / 13-17 / 10-15 dB ERLE per answer
         against 61 when each late callback restarted the timeline, as it did; AEC3 then saw its reference jump and
         jump back). Only callbacks that all come more than LATE_S after the timeline for LATE_FOR_S (samples were
         lost, or the capture path's latency really grew) restart it, at the earliest of them. Returns the anchor."""
+        offsets = self._offsets
+        offsets.append((self._count, offset))
+        while offsets[0][0] < self._count - RELAY_S * self.rate:
+            offsets.popleft()
+        stretches = self.reference.stretches
+        if stretches != self._stretches:
+            self._stretches = stretches
+            if self._anchor is not None:
+                self._anchor, self._late_for = min(o for _, o in offsets), 0
         if self._anchor is None or offset < self._anchor:
             self._anchor, self._late_for = offset, 0
         elif offset - self._anchor <= LATE_S * self.rate:

@@ -12,8 +12,19 @@ thread) moves pending blocks into a 16 kHz ring, resampling there with the share
 Why continuity instead of each block's own timestamp: DAC times carry scheduling jitter of a few ms; placing every
 block at its own stamp would tear the reference (gaps, overlaps) and an echo canceller adapts to a continuous
 signal. Blocks are appended back to back, and the timeline is re-anchored to the stamp only when it disagrees by
-more than ``REANCHOR_S`` (the stream was stopped and restarted on barge-in, a callback was lost, slow clock drift).
+more than ``REANCHOR_S`` (the stream was stopped and restarted on barge-in, a callback was lost).
 Time with no block (the stream stopped) reads as silence, which is what was played.
+
+Why the timeline follows the DAC times over the latest RELATION_S instead of the first block's: the sound card's
+clock is not the monotonic clock. Measured on the private PulseAudio: the card runs ~242 ppm fast (235-243 ppm in all
+nine sessions of three bench duplex runs; cards are off by tens to hundreds of ppm). A timeline fixed at the
+first block re-anchored every ~83 s by 20 ms (REANCHOR_S), and the capture path, which lays its samples on this
+timeline by their callback times, stepped ~8 samples every ~2.2 s against a reference that counts the card's
+samples: ~200 misalignments a session, each one AEC3 had to re-adapt to. So the monotonic time of index 0 is the
+median, over the blocks of the latest RELATION_S, of each block's DAC time less its place: it moves with the card's
+clock by a fraction of a sample per block, the capture's callback times map onto the same samples the player's do,
+and only a real break (a restart, a lost callback) re-anchors. ``stretches`` counts those breaks: the capture path
+re-lays its own timeline at each.
 
 Why ``cut``: a barge-in aborts the stream, and what the device still held, already pushed here with DAC times
 still to come, is discarded, never played. Left in, it is a reference for an echo that never comes, and the
@@ -35,12 +46,16 @@ from numpy.typing import NDArray
 from voicecli.audio.rates import SPEECH_RATE
 from voicecli.audio.resample import StreamResampler
 
-__all__ = ["REANCHOR_S", "FarEndReference"]
+__all__ = ["REANCHOR_S", "RELATION_S", "FarEndReference"]
 
 Audio = NDArray[np.float32]
 
 REANCHOR_S: Final = 0.02
 """A block whose DAC time is further than this from where the previous block ended starts a new stretch there."""
+
+RELATION_S: Final = 2.0
+"""The latest DAC times the timeline's relation to the monotonic clock is the median over (see the module docstring):
+long enough to smooth the stamps' jitter, short enough that the card's drift within it (~0.5 ms here) is small."""
 
 _CUT: Final = 0
 """The rate of a pending entry that is a cut (``cut``), not a block."""
@@ -57,12 +72,14 @@ class FarEndReference:
         self.rate = SPEECH_RATE
         self._pending: deque[tuple[float, int, Audio]] = deque(maxlen=max_pending)
         self._ring = np.zeros(round(keep_s * self.rate), np.float32)
-        self._origin: float | None = None  # monotonic time of ring index 0 (absolute sample indices from there)
+        self._origin: float | None = None  # monotonic time of ring index 0 by the latest blocks (`_relate`)
+        self._places: deque[tuple[float, float]] = deque()  # (DAC time, DAC time less its place) per block
         self._end = 0  # absolute index one past the newest sample written
         self._resampler: StreamResampler | None = None
         self.pushed = 0
         """Blocks pushed so far (the player's callbacks that handed audio to the device)."""
         self._reanchors = 0
+        self._stretches = 0
         self._cuts = 0
         self._cut_index: int | None = None
 
@@ -96,26 +113,38 @@ class FarEndReference:
             return
         if self._origin is None:
             self._origin = dac_time
+            self._stretches += 1
         stamp = round((dac_time - self._origin) * self.rate)
         if abs(stamp - self._end) > REANCHOR_S * self.rate:
             if self._resampler is not None:
                 self._resampler.reset()
             if self._end > 0:
                 self._reanchors += 1
+                self._stretches += 1
             if stamp > self._end:
                 self._write(np.zeros(stamp - self._end, np.float32))  # nothing was played meanwhile
             self._end = stamp
+        self._relate(dac_time, self._end)
         if rate != self.rate:
             if self._resampler is None or self._resampler.in_rate != rate:
                 self._resampler = StreamResampler(rate, self.rate)
             samples = self._resampler.process(samples)
         self._write(samples)
 
+    def _relate(self, dac_time: float, place: int) -> None:
+        """Take the block placed at absolute index `place` into the timeline's relation to the monotonic clock."""
+        places = self._places
+        places.append((dac_time, dac_time - place / self.rate))
+        while places[0][0] < dac_time - RELATION_S:
+            places.popleft()
+        self._origin = float(np.median([origin for _, origin in places]))
+
     def _cut(self, at: float) -> None:
         """Silence from `at` to the newest sample, which becomes `at`: the next block is placed by its own time."""
         if self._origin is None:
             return
         self._cuts += 1
+        self._stretches += 1
         stamp = max(round((at - self._origin) * self.rate), self._end - len(self._ring))
         self._cut_index = min(stamp, self._end)
         if stamp < self._end:
@@ -164,6 +193,13 @@ class FarEndReference:
         """Times the timeline was re-anchored to a block's DAC time (stream restarts, lost callbacks)."""
         self._absorb()
         return self._reanchors
+
+    @property
+    def stretches(self) -> int:
+        """Continuous stretches begun so far: the first block, each re-anchor and each cut. Within one, the samples
+        follow each other on the card's clock; between two, the timeline was placed by the monotonic clock."""
+        self._absorb()
+        return self._stretches
 
     @property
     def cuts(self) -> int:
