@@ -42,11 +42,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from voicecli.audio.echo_dump import COLUMNS, load_dump
 from voicecli.audio.levels import rms_dbfs, speech_level_dbfs
 from voicecli.audio.rates import SPEECH_RATE
 from voicecli.bench.audio_marks import AUDIBLE_DBFS
-from voicecli.bench.duplex import DOUBLE_TALK, Session, cancelled_capture, load_session
+from voicecli.bench.duplex import DOUBLE_TALK, Session, cancelled_capture, live_output, load_session
 from voicecli.config import Config
 from voicecli.listen.endpointing import Endpointer, SpeechEnded, SpeechHint, SpeechOnset, SpeechStarted
 from voicecli.listen.listener import HOLD_BELOW_VOICE_DB, HOLD_LEVEL_SPAN, VOICE_TURNS, make_detector
@@ -56,10 +55,6 @@ RESPONSE_S = 0.5
 """How long after the user's last voiced sample a hold still counts as hearing the interruption."""
 QUIET_BEFORE_S = 1.5
 """Silence on the speaker before a sound that counts as an answer's first (aligning the run's clock)."""
-LIVE_CHUNK_S = 2.0
-"""--live: the span of the canceller's dump laid on the recording at one offset."""
-LIVE_SEARCH_S = 0.1
-"""--live: how far either side of its block time a span's place is looked for."""
 
 
 @dataclass(frozen=True)
@@ -75,46 +70,6 @@ class Hold:
     barge_in: bool = False
     """Not a hold but a barge-in, which stops the answer (as the listener takes them: a SpeechOnset, audio.barge_in_ms
     of speech, or a turn's start that none came before): over an answer nobody interrupted, a false barge-in."""
-
-
-def best_match(piece: NDArray[np.float32], window: NDArray[np.float32]) -> tuple[int, float]:
-    """Where in `window` (longer) `piece` matches best, by cross-correlation, and the normalised correlation there."""
-    size = 1 << (len(window) + len(piece)).bit_length()
-    score = np.fft.irfft(np.fft.rfft(window, size) * np.conj(np.fft.rfft(piece, size)), size)
-    best = int(np.argmax(score[: len(window) - len(piece) + 1]))
-    match = window[best : best + len(piece)]
-    return best, float(score[best]) / max(float(np.linalg.norm(piece) * np.linalg.norm(match)), 1e-12)
-
-
-def live_output(session: Session, folder: Path, out: NDArray[np.float32] | None = None) -> NDArray[np.float32] | None:
-    """What the app's canceller handed on live (the `out` of its echo dump in `folder`, voicecli.audio.echo_dump; or
-    `out`, a signal of the dump's length), laid on the session's microphone recording; None without a dump. The
-    dump's capture is the recording itself, but the app's block times and the recorder's disagree by up to ~40 ms,
-    so each LIVE_CHUNK_S is placed where its capture matches the recording (within LIVE_SEARCH_S of its block time;
-    silent ones: as the chunk before)."""
-    audio, blocks = load_dump(folder) if (folder / "out.f32").exists() else ({}, None)
-    out, capture = audio.get("out") if out is None else out, audio.get("capture")
-    if out is None or capture is None or blocks is None:
-        return None
-    ends = np.cumsum(blocks[:, COLUMNS.index("samples")]) - 1  # each block's last sample, stamped `at`
-    stamps = blocks[:, COLUMNS.index("at")]
-    mic, chunk, search = session.mic, round(LIVE_CHUNK_S * SPEECH_RATE), round(LIVE_SEARCH_S * SPEECH_RATE)
-    placed = np.zeros(len(mic), np.float32)
-    offset: int | None = None  # microphone frame minus dump sample
-    for first in range(0, len(capture), chunk):
-        piece = capture[first : first + chunk]
-        guess = round(session.mic_timing.frame(float(np.interp(first, ends, stamps))))
-        low = max(0, guess - search)
-        window = mic[low : guess + len(piece) + search]
-        if len(window) > len(piece) and np.any(piece):
-            best, correlation = best_match(piece, window)
-            if correlation > 0.9:
-                offset = low + best - first
-        if offset is not None:
-            at = first + offset
-            span = slice(max(at, 0), min(at + len(piece), len(placed)))
-            placed[span] = out[first + span.start - at : first + span.stop - at]
-    return placed
 
 
 def session_holds(path: Path, live: bool = False) -> tuple[Session, list[Hold]] | None:

@@ -16,7 +16,7 @@ import pytest
 
 from tests.bench.test_bench import bench, outputs
 from tests.conftest import RunningServer
-from voicecli.audio.echo_dump import COLUMNS, load_dump
+from voicecli.audio.echo_dump import COLUMNS, EchoDump, load_dump
 from voicecli.bench import duplex
 from voicecli.bench.duplex import (
     DETECT_WINDOW_S,
@@ -30,6 +30,7 @@ from voicecli.bench.duplex import (
     active_dbfs,
     check_history,
     kind_of,
+    live_output,
     load_session,
     mode_env,
     played_prefix,
@@ -206,7 +207,7 @@ def test_summary_by_mode_has_the_issues_schema_and_counts_per_echo_level(tmp_pat
     turns = [_turn("echo_only"), _interrupted(0.2, "The ocean is a vast", "the ocean is a vast and"),
              _interrupted(0.3, ANSWER, "the ocean is a"), _interrupted(None, "", ""),
              _turn("echo_only", echo_db=0.0)]
-    turns[0].erle_db = 30.0
+    turns[0].erle_db, turns[0].erle_live_db = 30.0, 24.0
     turns[0].echo_delay_ms, turns[0].echo_delay_range_ms = 84.0, (81.0, 97.0)
     turns[1].talk_over, turns[3].talk_over = 0.9, 0.7  # the first detected and the missed one spoke over the echo
     turns[0].take(TurnLine("barge_in", 0, "", at=105.0).encode(), 105.1)
@@ -221,7 +222,7 @@ def test_summary_by_mode_has_the_issues_schema_and_counts_per_echo_level(tmp_pat
     assert (aec["answers"], aec["echo_only_answers"], aec["false_barge_ins"]) == (5, 2, 1)
     assert (aec["barge_ins"], aec["barge_ins_detected"]) == (3, 2)
     assert (aec["barge_ins_in_double_talk"], aec["barge_ins_in_double_talk_detected"]) == (2, 1)
-    assert (aec["barge_in_detect_p50_ms"], aec["erle_db"]) == (250.0, 30.0)
+    assert (aec["barge_in_detect_p50_ms"], aec["erle_db"], aec["erle_live_db"]) == (250.0, 30.0, 24.0)
     assert (aec["history_matches"], aec["history_checked"]) == (1, 2)  # the second kept the whole answer
     assert set(aec["by_echo_db"]) == {"0", "6"} and aec["by_echo_db"]["0"]["echo_only_answers"] == 1
     assert set(aec["by_echo_db"]["6"]) >= SUMMARY_KEYS
@@ -233,7 +234,7 @@ def test_summary_by_mode_has_the_issues_schema_and_counts_per_echo_level(tmp_pat
     result.extra["summary_by_mode"] = summary
     markdown = render_markdown(result)
     assert "| aec | all | 5 | 2 | **1** |" in markdown and "| aec | +6 dB |" in markdown
-    assert "| 300 | – / – | 0 (–) | 0 | 30.0 |" in markdown  # stopped p50; nothing held in this run; ERLE
+    assert "| 300 | – / – | 0 (–) | 0 | 30.0 / 24.0 |" in markdown  # stopped p50; nothing held; ERLE replayed / live
     assert "= 5 vs 6 words" in markdown and "≠ 17 vs 4 words" in markdown
     assert "| 84 (81-97) |" in markdown  # the room's delay over the answer's pieces, beside their median
     assert "own latency 30.0 ms, the median of bursts at 30 / 190.5 / 28 ms" in markdown
@@ -283,6 +284,30 @@ def test_a_kept_session_loads_back_as_it_was_with_its_echo_only_spans(tmp_path: 
     assert spans == [(100, 20_000)]
     assert span_erle(mic, mic * 0.01, spans[0]) == pytest.approx(40.0)
     assert span_erle(mic, mic, (0, 7_000)) is None  # under half a second: no figure
+
+
+def test_the_live_output_is_laid_where_its_capture_matches_the_recording(tmp_path: Path) -> None:
+    """The app's canceller dump (what it handed on live) is laid on the microphone recording for ERLE live: its
+    block times disagree with the recorder's (here 30 ms, then 70 ms, within LIVE_SEARCH_S), so each piece lands
+    where its capture matches the recording, sample for sample; before the dump begins nothing is laid."""
+    rng = np.random.default_rng(2)
+    mic = rng.normal(0, 0.1, 10 * 16_000).astype(np.float32)
+    timing = Timing(np.array([0.0, 160_000.0]), np.array([100.0, 110.0]))
+    dump = EchoDump(tmp_path / "aec-80ms")
+    start = 3_200
+    for first in range(start, len(mic) - 512 + 1, 512):
+        block = mic[first : first + 512]
+        late = 0.03 if first < 80_000 else 0.07
+        at = timing.time(first + 511) + late
+        dump.write(block, block * 0.5, None, block * 0.1, (at, first, 512, 0, -1, True, True, False))
+    dump.close()
+    live = live_output(Session(mic, timing, mic, timing), tmp_path / "aec-80ms")
+    assert live is not None and len(live) == len(mic)
+    end = start + (len(mic) - start) // 512 * 512
+    assert np.array_equal(live[start:end], mic[start:end] * 0.1)
+    assert not live[:start].any()
+    assert span_erle(mic, live, (start, end)) == pytest.approx(20.0)
+    assert live_output(Session(mic, timing, mic, timing), tmp_path / "none") is None
 
 
 def test_no_answer_means_no_answers_counted_and_no_interruption_claimed() -> None:
@@ -342,6 +367,10 @@ def test_duplex_bench_end_to_end(server: RunningServer, tmp_path: Path) -> None:
         measured = [s["detail"]["erle_db"] for s in data["samples"]
                     if s["variant"] == "aec" and s["detail"]["erle_db"] is not None]
         assert replay_erle(tmp_path / "kept" / "aec-80ms.npz") == pytest.approx(measured, abs=0.01)
+        # and what the app's canceller handed on live, from its dump (the first answer passes through until the
+        # echo is found, so it may read ~0 dB)
+        live = data["summary_by_mode"]["aec"]["erle_live_db"]
+        assert (live is None) == (erle is None) and (live is None or math.isfinite(live))
     kept = [f"{m}-80ms.npz" for m in modes] + (["aec-80ms"] if "aec" in modes else [])  # + the canceller's dump
     assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == sorted(kept)
     if "aec" in modes:  # what the app's canceller was fed live, block by block (audio.echo_dump)

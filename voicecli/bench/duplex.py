@@ -20,7 +20,10 @@ Barge-ins before the user's speech starts, or more than DETECT_WINDOW_S after it
 
 ERLE (echo return loss enhancement): the microphone's level over the echo canceller's output on the echo-only
 stretches, computed by running the project's canceller (voicecli.audio.echo_cancel) over the recorded microphone
-with the recorded speaker as its reference; null where the project has no canceller.
+with the recorded speaker as its reference; null where the project has no canceller. With --keep-audio also over
+what the app's canceller handed on live (`erle_live_db`, from its echo dump): the two differ by what the canceller
+was fed live (its far end's timeline, the app's block times), which the recordings do not tell (~6 dB on
+duplex-20261206-keepbase).
 """
 
 from __future__ import annotations
@@ -281,6 +284,9 @@ class DuplexTurn:
     echo_frames: tuple[int, int] | None = None
     """The microphone recording's frames of an echo-only answer (for ERLE)."""
     erle_db: float | None = None
+    """ERLE of the canceller over the recordings (`cancelled_capture`)."""
+    erle_live_db: float | None = None
+    """ERLE of what the app's canceller handed on live (`live_output`; only when the run keeps its echo dump)."""
 
     @property
     def erle_frames(self) -> tuple[int, int] | None:
@@ -396,6 +402,7 @@ class DuplexTurn:
             "echo_delay_ms": self.echo_delay_ms, "echo_correlation": self.echo_correlation,
             "echo_delay_range_ms": None if self.echo_delay_range_ms is None else list(self.echo_delay_range_ms),
             "echo_to_voice_db": self.echo_to_voice_db, "erle_db": self.erle_db,
+            "erle_live_db": self.erle_live_db,
             "interrupted_answer": None if line is None else line.text,
             "history": None if line is None else line.spoken,
             "played_words": self.played_text,
@@ -417,6 +424,7 @@ def summary_for(samples: Sequence[Sample]) -> dict[str, Any]:
     pauses = summarize(ms for d in detail for ms in d.get("false_hold_pauses_ms", ()))
     felt = summarize(v for s in samples if (v := s.metrics.get("felt_latency_ms")) is not None)
     erle = [d["erle_db"] for d in detail if d["kind"] == "echo_only" and d["erle_db"] is not None]
+    erle_live = [d["erle_live_db"] for d in detail if d["kind"] == "echo_only" and d.get("erle_live_db") is not None]
     delays = summarize(d["echo_delay_ms"] for d in detail if d["echo_delay_ms"] is not None)
     ratio = summarize(d["echo_to_voice_db"] for d in detail if d["echo_to_voice_db"] is not None)
     checked = [d["history_check"] for d in detail if d["history_check"] is not None]
@@ -439,6 +447,7 @@ def summary_for(samples: Sequence[Sample]) -> dict[str, Any]:
         "holds_released": sum(len(d.get("releases_s", ())) for d in detail),
         "false_hold_pause_p50_ms": None if pauses is None else round(pauses.p50, 1),
         "erle_db": round(float(np.median(erle)), 1) if erle else None,
+        "erle_live_db": round(float(np.median(erle_live)), 1) if erle_live else None,
         "history_matches": sum(1 for c in checked if c["matches"]),
         "history_checked": len(checked),
         "felt_latency_p50_ms": None if felt is None else round(felt.p50, 1),
@@ -676,11 +685,64 @@ def cancelled_capture(session: Session, double_talk: list[bool] | None = None) -
     return np.concatenate(out) if out else np.zeros(0, np.float32)
 
 
-def measure_erle(turns: Sequence[DuplexTurn], mic: NDArray[np.float32], cancelled: NDArray[np.float32]) -> None:
-    """Each echo-only answer's ERLE: the microphone's level over the canceller's output on its frames."""
+LIVE_CHUNK_S = 2.0
+"""`live_output`: the span of the canceller's dump laid on the recording at one offset."""
+LIVE_SEARCH_S = 0.1
+"""`live_output`: how far either side of its block time a span's place is looked for."""
+
+
+def best_match(piece: NDArray[np.float32], window: NDArray[np.float32]) -> tuple[int, float]:
+    """Where in `window` (longer) `piece` matches best, by cross-correlation, and the normalised correlation there."""
+    size = 1 << (len(window) + len(piece)).bit_length()
+    score = np.fft.irfft(np.fft.rfft(window, size) * np.conj(np.fft.rfft(piece, size)), size)
+    best = int(np.argmax(score[: len(window) - len(piece) + 1]))
+    match = window[best : best + len(piece)]
+    return best, float(score[best]) / max(float(np.linalg.norm(piece) * np.linalg.norm(match)), 1e-12)
+
+
+def live_output(session: Session, folder: Path, out: NDArray[np.float32] | None = None) -> NDArray[np.float32] | None:
+    """What the app's canceller handed on live (the `out` of its echo dump in `folder`, voicecli.audio.echo_dump; or
+    `out`, a signal of the dump's length), laid on the session's microphone recording; None without a dump. The
+    dump's capture is the recording itself, but the app's block times and the recorder's disagree by up to ~40 ms,
+    so each LIVE_CHUNK_S is placed where its capture matches the recording (within LIVE_SEARCH_S of its block time;
+    silent ones: as the chunk before)."""
+    from voicecli.audio.echo_dump import COLUMNS, load_dump
+    from voicecli.audio.rates import SPEECH_RATE
+
+    audio, blocks = load_dump(folder) if (folder / "out.f32").exists() else ({}, None)
+    out, capture = audio.get("out") if out is None else out, audio.get("capture")
+    if out is None or capture is None or blocks is None:
+        return None
+    ends = np.cumsum(blocks[:, COLUMNS.index("samples")]) - 1  # each block's last sample, stamped `at`
+    stamps = blocks[:, COLUMNS.index("at")]
+    mic, chunk, search = session.mic, round(LIVE_CHUNK_S * SPEECH_RATE), round(LIVE_SEARCH_S * SPEECH_RATE)
+    placed = np.zeros(len(mic), np.float32)
+    offset: int | None = None  # microphone frame minus dump sample
+    for first in range(0, len(capture), chunk):
+        piece = capture[first : first + chunk]
+        guess = round(session.mic_timing.frame(float(np.interp(first, ends, stamps))))
+        low = max(0, guess - search)
+        window = mic[low : guess + len(piece) + search]
+        if len(window) > len(piece) and np.any(piece):
+            best, correlation = best_match(piece, window)
+            if correlation > 0.9:
+                offset = low + best - first
+        if offset is not None:
+            at = first + offset
+            span = slice(max(at, 0), min(at + len(piece), len(placed)))
+            placed[span] = out[first + span.start - at : first + span.stop - at]
+    return placed
+
+
+def measure_erle(turns: Sequence[DuplexTurn], mic: NDArray[np.float32], cancelled: NDArray[np.float32],
+                 live: NDArray[np.float32] | None = None) -> None:
+    """Each echo-only answer's ERLE: the microphone's level over the canceller's output on its frames; over the
+    canceller's live output too (`live_output`) where the run kept it."""
     for turn in turns:
         if (span := turn.erle_frames) is not None:
             turn.erle_db = span_erle(mic, cancelled, span)
+            if live is not None:
+                turn.erle_live_db = span_erle(mic, live, span)
 
 
 def span_erle(mic: NDArray[np.float32], cancelled: NDArray[np.float32], span: tuple[int, int]) -> float | None:
@@ -808,7 +870,8 @@ def run_session(pulse: PrivatePulse, router: EchoRouter, command: list[str], env
             bar.describe(f"{mode}, echo {delay_ms:g} ms: the canceller over the recordings (ERLE)")
         cancelled = cancelled_capture(session)
         if cancelled is not None:
-            measure_erle(done, mic, cancelled)
+            live = None if plan.keep_audio is None else live_output(session, plan.keep_audio / f"{mode}-{delay_ms:g}ms")
+            measure_erle(done, mic, cancelled, live)
     return done
 
 
@@ -967,8 +1030,10 @@ def build_result(name: str, samples: list[Sample], config: Config, plan: Plan, v
         "of it over the echo (the others fell in a gap of the answer, where there is no echo to hear through).",
         "history_matches: the interrupted turn's history is a prefix of its answer and within one word of the words "
         "played (the speaker's recording up to the stop, transcribed by Whisper and matched to the answer).",
-        "erle_db: the median over echo-only turns of the microphone's level over the canceller's output; null when "
-        "the project has no canceller to run.",
+        "erle_db: the median over echo-only turns of the microphone's level over the canceller's output, the "
+        "project's canceller run over the recordings; null when the project has no canceller to run. erle_live_db: "
+        "the same over what the app's canceller handed on live (its echo dump, kept with --keep-audio; null "
+        "without).",
         *(f"{mode}: not run: this build has no audio.echo setting" for mode in skipped),
     ]
     return result
@@ -1000,7 +1065,7 @@ def table_row(label: str, echo: str, row: dict[str, Any]) -> str:
             f"{_ms(row['playback_stopped_p50_ms'])} | {_ms(row.get('voice_held_p50_ms'))} / "
             f"{_ms(row.get('voice_held_p95_ms'))} | {row.get('false_holds', '–')} "
             f"({_ms(row.get('false_hold_pause_p50_ms'))}) | {row.get('holds_released', '–')} | "
-            f"{_db(row['erle_db'])} | {history} | "
+            f"{_db(row['erle_db'])} / {_db(row.get('erle_live_db'))} | {history} | "
             f"{_ms(row['felt_latency_p50_ms'])} | {_ms(row['echo_delay_p50_ms'])} | "
             f"{_db(row['echo_to_voice_p50_db'])} |")
 
@@ -1035,7 +1100,8 @@ def render_markdown(result: BenchResult) -> str:
         "| mode | echo over voice | answers | echo-only answers | false barge-ins | echo turns | barge-ins detected | "
         "of them in double talk | detect p50 / p95 ms | "
         "playback stopped p50 ms | voice held p50 / p95 ms | holds without the user (pause p50 ms) | holds released | "
-        "ERLE dB | history = played | felt p50 ms | echo delay p50 ms | echo over voice, measured dB |",
+        "ERLE dB recordings / live | history = played | felt p50 ms | echo delay p50 ms | "
+        "echo over voice, measured dB |",
         "|---|---|" + "---:|" * 16,
     ]
     for mode, row in by_mode.items():

@@ -19,12 +19,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
-from false_holds import best_match, live_output, speaker_on_mic
+from false_holds import speaker_on_mic
 
 from voicecli.audio.echo_cancel import _load_binding, erle_db
 from voicecli.audio.echo_dump import COLUMNS, load_dump
 from voicecli.audio.rates import SPEECH_RATE
-from voicecli.bench.duplex import cancelled_capture, load_session
+from voicecli.bench.duplex import best_match, cancelled_capture, live_output, load_session
 
 WINDOW = SPEECH_RATE // 10
 SEARCH = round(0.15 * SPEECH_RATE)
