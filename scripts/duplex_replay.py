@@ -1,5 +1,6 @@
 """Replay the echo canceller on the recordings `voicecli bench duplex --keep-audio DIR` kept: each echo-only answer's
-ERLE as the canceller in this checkout computes it, on the very same audio the run measured.
+ERLE as the canceller in this checkout computes it, on the very same audio the run measured; and, where the run kept
+the canceller's echo dump, as the app's canceller got it live (the run's `erle_live_db`).
 
 Why: a duplex run takes ~1 h and its figures move with the machine's load and the echo path's jitter from run to run;
 a change to voicecli/audio/echo_cancel.py is compared here on identical input, before and after (git stash), and the
@@ -12,7 +13,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from voicecli.bench.duplex import replay_erle
+from voicecli.bench.duplex import live_erle, replay_erle
 
 
 def main(folder: Path) -> int:
@@ -21,6 +22,7 @@ def main(folder: Path) -> int:
         print(f"no sessions (.npz) in {folder}: run `voicecli bench duplex --keep-audio {folder}` first")
         return 2
     every: list[float] = []
+    every_live: list[float] = []
     for path in files:
         figures = replay_erle(path)
         if figures is None:
@@ -28,9 +30,13 @@ def main(folder: Path) -> int:
             return 2
         every += figures
         print(f"{path.stem}: ERLE per echo-only answer " + ", ".join(f"{f:.1f}" for f in figures) + " dB")
-    if every:
-        print(f"all: median {statistics.median(every):.1f} dB, min {min(every):.1f}, max {max(every):.1f} "
-              f"({len(every)} answers)")
+        if (live := live_erle(path)) is not None:
+            every_live += live
+            print(f"{path.stem}: live, from its echo dump " + ", ".join(f"{f:.1f}" for f in live) + " dB")
+    for label, figures in (("all", every), ("all live", every_live)):
+        if figures:
+            print(f"{label}: median {statistics.median(figures):.1f} dB, min {min(figures):.1f}, "
+                  f"max {max(figures):.1f} ({len(figures)} answers)")
     return 0
 
 

@@ -30,6 +30,7 @@ from voicecli.bench.duplex import (
     active_dbfs,
     check_history,
     kind_of,
+    live_erle,
     live_output,
     load_session,
     mode_env,
@@ -308,6 +309,10 @@ def test_the_live_output_is_laid_where_its_capture_matches_the_recording(tmp_pat
     assert not live[:start].any()
     assert span_erle(mic, live, (start, end)) == pytest.approx(20.0)
     assert live_output(Session(mic, timing, mic, timing), tmp_path / "none") is None
+    echo = DuplexTurn("aec", 0.0, 80.0, 0, kind_of(0), QUESTION, 0.0)
+    echo.echo_frames = (start, end)
+    save_session(tmp_path / "aec-80ms.npz", Session(mic, timing, mic, timing), [echo])
+    assert live_erle(tmp_path / "aec-80ms.npz") == pytest.approx([20.0])  # scripts/duplex_replay.py prints it
 
 
 def test_no_answer_means_no_answers_counted_and_no_interruption_claimed() -> None:

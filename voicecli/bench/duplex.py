@@ -910,6 +910,16 @@ def replay_erle(path: Path) -> list[float] | None:
     return [erle for span in spans if (erle := span_erle(session.mic, cancelled, span)) is not None]
 
 
+def live_erle(path: Path) -> list[float] | None:
+    """Each echo-only answer's ERLE as the app's canceller got it live, from the echo dump kept beside a session
+    `save_session` wrote (`live_output`); None without a dump."""
+    session, spans = load_session(path)
+    live = live_output(session, path.with_suffix(""))
+    if live is None:
+        return None
+    return [erle for span in spans if (erle := span_erle(session.mic, live, span)) is not None]
+
+
 def load_session(path: Path) -> tuple[Session, list[tuple[int, int]]]:
     """A session `save_session` wrote, and its echo-only answers' spans (microphone frames)."""
     with np.load(path) as saved:
