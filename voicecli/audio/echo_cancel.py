@@ -70,6 +70,7 @@ __all__ = [
     "EchoStats",
     "binding_status",
     "erle_db",
+    "new_aec3",
 ]
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,14 @@ def _load_binding() -> Any:
         ) from exc
 
 
+def new_aec3(noise_suppression: bool = False) -> Any:
+    """A fresh WebRTC audio processor as the canceller runs it (AEC3 at 16 kHz mono, high-pass on, no stream delay:
+    the alignment is the canceller's own): `process(capture, far)` per block of whole 10 ms frames. Public so that
+    a replay of a live session's dump (voicecli.audio.echo_dump) runs the very same AEC3."""
+    return _load_binding().AudioProcessor(SPEECH_RATE, 1, echo_cancellation=True, high_pass_filter=True,
+                                          noise_suppression=noise_suppression, stream_delay_ms=0)
+
+
 def binding_status() -> tuple[bool, str]:
     """Whether the AEC binding loads, and a line saying which (for `voicecli doctor`)."""
     try:
@@ -230,11 +239,9 @@ class EchoCanceller:
         window_s: float = 1.0,
         dump: EchoDump | None = None,
     ) -> None:
-        binding = _load_binding()
+        self._apm = new_aec3(noise_suppression)
         self.dump = dump
         """Where each block's inputs are written as they come (voicecli.audio.echo_dump; audio.echo_dump), or None."""
-        self._apm = binding.AudioProcessor(SPEECH_RATE, 1, echo_cancellation=True, high_pass_filter=True,
-                                           noise_suppression=noise_suppression, stream_delay_ms=0)
         self.reference = reference
         self.rate = SPEECH_RATE
         self.stats = EchoStats()

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 from false_holds import speaker_on_mic
 
-from voicecli.audio.echo_cancel import _load_binding, erle_db
+from voicecli.audio.echo_cancel import erle_db, new_aec3
 from voicecli.audio.echo_dump import COLUMNS, load_dump
 from voicecli.audio.rates import SPEECH_RATE
 from voicecli.bench.duplex import best_match, cancelled_capture, live_output, load_session
@@ -37,8 +37,7 @@ def erle(mic: NDArray[np.float32], cleaned: NDArray[np.float32], spans: list[tup
 
 def rerun(capture: NDArray[np.float32], far: NDArray[np.float32], sizes: NDArray[np.int64]) -> NDArray[np.float32]:
     """A fresh AEC3, as the canceller builds it, fed the dump's blocks."""
-    apm = _load_binding().AudioProcessor(SPEECH_RATE, 1, echo_cancellation=True, high_pass_filter=True,
-                                         noise_suppression=False, stream_delay_ms=0)
+    apm = new_aec3()
     out = np.zeros_like(capture)
     first = 0
     for size in sizes:
