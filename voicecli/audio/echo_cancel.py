@@ -8,15 +8,15 @@ needs only numpy (livekit: 12 MB plus protobuf and a Rust runtime). This module 
 lazily, so nothing else pays for it.
 
 How a capture block is paired with the reference (voicecli.audio.far_end): both live on the monotonic clock, the
-reference stamped with its DAC time. The capture stream is laid on the same timeline by sample count from the
-earliest callback time seen (callback times only jitter later, never earlier; a burst of late ones after a stall
-moves nothing, see `EchoCanceller._place`). The bulk delay between them (the
-acoustic path plus the input buffering no API reports well) is measured with GCC-PHAT (voicecli.audio.echo_delay)
-every `track_every_s` of far-end audio. AEC3 tracks a delay of 0-`AEC3_RANGE_S` to the sample by itself, so the
-first clear estimate shifts the reference only when the delay falls outside that (a reference later than its echo,
-an echo later than that range): then AEC3 sees a small causal delay (`RESIDUAL_DELAY_S`). A capture that clearly
-hears the far end but yields no clear delay for `UNCLEAR_S` makes the canceller untrusted (`trusted`), so the caller
-can fall back to the level gate; a clear estimate trusts it again.
+reference stamped with its DAC time. The capture stream is laid on the same timeline by sample count, from the
+earliest of its callback times (they only jitter later, never earlier), and held there while the reference stays one
+stretch: both count the sound card's samples (see `EchoCanceller._place` and voicecli.audio.far_end). The bulk delay
+between them (the acoustic path plus the input buffering no API reports well) is measured with GCC-PHAT
+(voicecli.audio.echo_delay) every `track_every_s` of far-end audio. AEC3 tracks a delay of 0-`AEC3_RANGE_S` to the
+sample by itself, so the first clear estimate shifts the reference only when the delay falls outside that (a
+reference later than its echo, an echo later than that range): then AEC3 sees a small causal delay
+(`RESIDUAL_DELAY_S`). A capture that clearly hears the far end but yields no clear delay for `UNCLEAR_S` makes the
+canceller untrusted (`trusted`), so the caller can fall back to the level gate; a clear estimate trusts it again.
 
 When the bulk delay changes later (a device's latency after a stream restart, a sound server that fell behind), the
 reference is shifted by the change, without a reset, so AEC3 keeps seeing the alignment it adapted to; for a shorter
@@ -123,9 +123,12 @@ RELAY_S: Final = 1.0
 stretch (see EchoCanceller._place)."""
 
 LATE_S: Final = 0.05
+EARLY_S: Final = 0.01
 LATE_FOR_S: Final = 1.0
-"""Capture callbacks that all come more than LATE_S after the capture timeline for LATE_FOR_S restart it (see
-EchoCanceller._place); a burst after a stall does not."""
+"""Capture callbacks that all come more than LATE_S after the capture timeline, or more than EARLY_S before it, for
+LATE_FOR_S lay it again (see EchoCanceller._place); a burst after a stall does not. Why 10 ms early: the timeline's
+relation to the monotonic clock wanders by up to ~5 ms with the player's late DAC times (duplex-20261206-clock);
+two cards whose clocks differ by 100 ppm part by 10 ms in 100 s."""
 
 READ_AHEAD_WINDOWS: Final = 10
 """Tracking windows (2 s) over which the least read-ahead the player allowed is kept (`_read_ahead_limit`)."""
@@ -251,8 +254,8 @@ class EchoCanceller:
         self._window = round(window_s * self.rate)
         self._carry = np.zeros(0, np.float32)  # capture samples short of a whole frame
         self._anchor: int | None = None  # reference index of capture sample 0
-        self._late_for = 0  # capture samples since callbacks began to come LATE_S or more after the timeline
-        self._late_min = 0  # the earliest offset among those late callbacks
+        self._off_for = 0  # capture samples since callbacks began to come LATE_S after (EARLY_S before) the timeline
+        self._off_min = 0  # the earliest offset among those callbacks
         self._offsets: deque[tuple[int, int]] = deque()  # (capture samples taken in, offset) over the last RELAY_S
         self._stretches = 0  # the reference's stretches seen so far
         self._count = 0  # capture samples taken in (the next one's index on the capture timeline)
@@ -369,34 +372,40 @@ class EchoCanceller:
     def _place(self, offset: int, n: int) -> int:
         """Lay the capture on the reference's timeline by this callback (`offset`: where its sample 0 would be).
 
-        The earliest callback time wins: a callback only comes later than its sound, never earlier. Its clock and the
-        reference's are the sound card's, mapped to monotonic time the same way (voicecli.audio.far_end), so within
-        one of the reference's stretches the earliest stays where it is; when the reference begins a new one (a
-        restart placed by its DAC time), the timeline is laid again by the earliest of the last RELAY_S of
-        callbacks, which the card's drift since the previous stretch has not moved. A late one moves
-        nothing: on a busy machine the audio thread is held up and the blocks then come in a burst, whole (measured
-        on the synthetic room, stalls of 60 / 100 / 200 ms every 2 s: 27-41 / 13-17 / 10-15 dB ERLE per answer
-        against 61 when each late callback restarted the timeline, as it did; AEC3 then saw its reference jump and
-        jump back). Only callbacks that all come more than LATE_S after the timeline for LATE_FOR_S (samples were
-        lost, or the capture path's latency really grew) restart it, at the earliest of them. Returns the anchor."""
+        Within one of the reference's stretches the timeline holds still. Why: the reference counts the sound
+        card's samples from the stretch's start, and the capture counts the same card's samples, so one alignment
+        holds for the whole stretch; what the callback times say beyond it is their own noise. Following the
+        earliest callback (a callback only comes later than its sound) moved it a few samples at a time, each a
+        misalignment AEC3 re-adapts to: ~8 samples every ~2.2 s with the card ~242 ppm off the monotonic clock
+        (200 moves a session), and still 100 a session, -1 to -81 samples at a time, once the reference followed
+        the card's clock (duplex-20261206-clock): the player's DAC times come late in bursts when its callback
+        waits for the interpreter, and the timeline's relation to the monotonic clock moves with them.
+        The timeline is laid: by the earliest callback over the first RELAY_S; when the reference begins a new
+        stretch (a restart placed by its DAC time), by the earliest of the last RELAY_S of callbacks; and when the
+        callbacks all come more than LATE_S after it, or EARLY_S before it, for LATE_FOR_S (samples were lost, the
+        capture path's latency really changed, or microphone and speaker are on two cards whose clocks drift
+        apart), by the earliest of them. A late callback alone moves nothing: on a busy machine the audio thread
+        is held up and the blocks then come in a burst, whole (measured on the synthetic room, stalls of 60 / 100
+        / 200 ms every 2 s: 27-41 / 13-17 / 10-15 dB ERLE per answer against 61 when each late callback restarted
+        the timeline, as it did). Returns the anchor."""
         offsets = self._offsets
         offsets.append((self._count, offset))
         while offsets[0][0] < self._count - RELAY_S * self.rate:
             offsets.popleft()
+        earliest = min(o for _, o in offsets)
         stretches = self.reference.stretches
-        if stretches != self._stretches:
-            self._stretches = stretches
-            if self._anchor is not None:
-                self._anchor, self._late_for = min(o for _, o in offsets), 0
-        if self._anchor is None or offset < self._anchor:
-            self._anchor, self._late_for = offset, 0
-        elif offset - self._anchor <= LATE_S * self.rate:
-            self._late_for = 0
+        if self._anchor is None or (offset < self._anchor and self._count < RELAY_S * self.rate):
+            self._anchor, self._off_for = offset, 0
+        elif stretches != self._stretches:
+            self._anchor, self._off_for = earliest, 0
+        elif -EARLY_S * self.rate <= offset - self._anchor <= LATE_S * self.rate:
+            self._off_for = 0
         else:
-            self._late_min = offset if self._late_for == 0 else min(self._late_min, offset)
-            self._late_for += n
-            if self._late_for >= LATE_FOR_S * self.rate:
-                self._anchor, self._late_for = self._late_min, 0
+            self._off_min = offset if self._off_for == 0 else min(self._off_min, offset)
+            self._off_for += n
+            if self._off_for >= LATE_FOR_S * self.rate:
+                self._anchor, self._off_for = self._off_min, 0
+        self._stretches = stretches
         return self._anchor
 
     def _remember(self, samples: Audio) -> None:
