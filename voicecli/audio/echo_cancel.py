@@ -377,9 +377,9 @@ class EchoCanceller:
         holds for the whole stretch; what the callback times say beyond it is their own noise. Following the
         earliest callback (a callback only comes later than its sound) moved it a few samples at a time, each a
         misalignment AEC3 re-adapts to: ~8 samples every ~2.2 s with the card ~242 ppm off the monotonic clock
-        (200 moves a session), and still 100 a session, -1 to -81 samples at a time, once the reference followed
-        the card's clock (duplex-20261206-clock): the player's DAC times come late in bursts when its callback
-        waits for the interpreter, and the timeline's relation to the monotonic clock moves with them.
+        (200 moves a session), and still ~105 a session, 1 to 81 samples at a time, once the reference followed the
+        card's clock (duplex-20261206-clock; by my reading the monotonic times themselves wander: both callbacks
+        read them in Python, late whenever they wait for the interpreter).
         The timeline is laid: by the earliest callback over the first RELAY_S; when the reference begins a new
         stretch (a restart placed by its DAC time), by the earliest of the last RELAY_S of callbacks; and when the
         callbacks all come more than LATE_S after it, or EARLY_S before it, for LATE_FOR_S (samples were lost, the

@@ -15,16 +15,16 @@ signal. Blocks are appended back to back, and the timeline is re-anchored to the
 more than ``REANCHOR_S`` (the stream was stopped and restarted on barge-in, a callback was lost).
 Time with no block (the stream stopped) reads as silence, which is what was played.
 
-Why the timeline follows the DAC times over the latest RELATION_S instead of the first block's: the sound card's
-clock is not the monotonic clock. Measured on the private PulseAudio: the card runs ~242 ppm fast (235-243 ppm in all
-nine sessions of three bench duplex runs; cards are off by tens to hundreds of ppm). A timeline fixed at the
-first block re-anchored every ~83 s by 20 ms (REANCHOR_S), and the capture path, which lays its samples on this
-timeline by their callback times, stepped ~8 samples every ~2.2 s against a reference that counts the card's
-samples: ~200 misalignments a session, each one AEC3 had to re-adapt to. So the monotonic time of index 0 is the
-median, over the blocks of the latest RELATION_S, of each block's DAC time less its place: it moves with the card's
-clock by a fraction of a sample per block, the capture's callback times map onto the same samples the player's do,
-and only a real break (a restart, a lost callback) re-anchors. ``stretches`` counts those breaks: the capture path
-re-lays its own timeline at each.
+Why the timeline follows the DAC times over the latest RELATION_S instead of the first block's: a sound card's clock
+is not the monotonic clock (cards are off by tens to hundreds of ppm). Measured on the private PulseAudio: the
+capture delivers ~242 ppm more samples than the monotonic clock says (235-243 ppm in all nine sessions of three
+bench duplex runs), while the capture and what the player handed on keep one lag to the sample (the echo dumps).
+A timeline fixed at the first block drifts from a stream that counts a fast card's samples and re-anchors by
+REANCHOR_S (20 ms) whenever the drift reaches it (every ~83 s unbroken at 242 ppm). So the monotonic time of index 0
+is the median, over the blocks of the latest RELATION_S, of each block's DAC time less its place: it moves with the
+card's clock by a fraction of a sample per block and only a real break (a restart, a lost callback) re-anchors.
+``stretches`` counts those breaks. Within one, the capture path holds its own timeline still (it counts the same
+card's samples; voicecli.audio.echo_cancel) and lays it again at the next.
 
 Why ``cut``: a barge-in aborts the stream, and what the device still held, already pushed here with DAC times
 still to come, is discarded, never played. Left in, it is a reference for an echo that never comes, and the
