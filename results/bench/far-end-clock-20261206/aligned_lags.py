@@ -1,7 +1,14 @@
 """Did AEC3 see one alignment through each answer? Read from the echo dumps `voicecli bench duplex --keep-audio`
 keeps (voicecli/audio/echo_dump.py): the capture and the far end exactly as AEC3 was fed them, live.
 
-Over each answer nobody interrupted, every STEP_S a GCC-PHAT delay estimate (the canceller's own, voicecli.audio.
+First, how the capture's timeline moved against the reference: blocks.tsv gives, per capture block, the reference
+index of its first sample (`first`); less the samples taken in before it, that is where the capture's timeline is
+laid (the canceller's anchor; its shifts of the reference, which follow a changed echo delay on purpose, are not in
+it). Each change is a misalignment AEC3 re-adapts to, unless the reference began a new stretch there. Over the
+session, the total change per second is how far the sound card's clock runs from the monotonic one when the
+timeline follows the callbacks' times.
+
+Then, over each answer nobody interrupted, every STEP_S a GCC-PHAT delay estimate (the canceller's own, voicecli.audio.
 echo_delay) of the capture against the far end over the latest WINDOW_S: the lag at which AEC3 found its echo.
 A far end and a capture on one timeline keep that lag; each change of 2 samples or more between two clear windows
 is a misalignment AEC3 re-adapts to. Changes where the canceller shifted the reference on purpose (following a
@@ -64,10 +71,21 @@ def main(folders: list[Path]) -> None:
             ends = np.cumsum(blocks[:, COLUMN["samples"]]).astype(np.int64)
             at, shift = blocks[:, COLUMN["at"]], blocks[:, COLUMN["shift"]]
             session, spans = load_session(dump.with_suffix(".npz"))
+            answers = [(session.mic_timing.time(a), session.mic_timing.time(b)) for a, b in spans]
+            sizes = blocks[:, COLUMN["samples"]]
+            laid = blocks[:, COLUMN["first"]] - (np.cumsum(sizes) - sizes)
+            moved = np.flatnonzero(np.diff(laid) != 0) + 1
+            steps = laid[moved] - laid[moved - 1]
+            inside = sum(any(a <= at[i] <= b for a, b in answers) for i in moved)
+            seconds, total = float(at[-1] - at[0]), float(laid[-1] - laid[0])
+            print(f"{folder.name}/{dump.name}: {seconds:.0f} s, the capture's timeline moved {len(moved)} times "
+                  f"({inside} inside answers nobody interrupted), {int(np.sum(steps < 0))} earlier / "
+                  f"{int(np.sum(steps > 0))} later, median {np.median(np.abs(steps)) if len(steps) else 0:.0f} "
+                  f"samples; in all {total:+.0f} samples ({total / seconds / SPEECH_RATE * 1e6:+.0f} ppm of the "
+                  "session)")
             live = [0, 0, 0]
-            for a, b in spans:
-                first, last = (int(ends[min(int(i), len(ends) - 1)]) for i in
-                               np.searchsorted(at, [session.mic_timing.time(a), session.mic_timing.time(b)]))
+            for a, b in answers:
+                first, last = (int(ends[min(int(i), len(ends) - 1)]) for i in np.searchsorted(at, [a, b]))
                 live = [x + y for x, y in zip(live, changes(audio["capture"], audio["far"], range(first, last, step),
                                                              shift, ends), strict=True)]
             print(f"{folder.name}/{dump.name}, {len(spans)} answers nobody interrupted: the lag AEC3 saw changed by "
