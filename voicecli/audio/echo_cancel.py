@@ -126,9 +126,9 @@ LATE_S: Final = 0.05
 EARLY_S: Final = 0.01
 LATE_FOR_S: Final = 1.0
 """Capture callbacks that all come more than LATE_S after the capture timeline, or more than EARLY_S before it, for
-LATE_FOR_S lay it again (see EchoCanceller._place); a burst after a stall does not. Why 10 ms early: the timeline's
-relation to the monotonic clock wanders by up to ~5 ms with the player's late DAC times (duplex-20261206-clock);
-two cards whose clocks differ by 100 ppm part by 10 ms in 100 s."""
+LATE_FOR_S lay it again (see EchoCanceller._place); a burst after a stall does not. Why 10 ms early: within a
+stretch the callbacks' earliest wandered by up to ~5 ms (steps of up to 81 samples in duplex-20261206-clock); two
+cards whose clocks differ by 100 ppm part by 10 ms in 100 s."""
 
 READ_AHEAD_WINDOWS: Final = 10
 """Tracking windows (2 s) over which the least read-ahead the player allowed is kept (`_read_ahead_limit`)."""
