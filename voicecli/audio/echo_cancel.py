@@ -392,12 +392,11 @@ class EchoCanceller:
         offsets.append((self._count, offset))
         while offsets[0][0] < self._count - RELAY_S * self.rate:
             offsets.popleft()
-        earliest = min(o for _, o in offsets)
         stretches = self.reference.stretches
         if self._anchor is None or (offset < self._anchor and self._count < RELAY_S * self.rate):
             self._anchor, self._off_for = offset, 0
         elif stretches != self._stretches:
-            self._anchor, self._off_for = earliest, 0
+            self._anchor, self._off_for = min(o for _, o in offsets), 0
         elif -EARLY_S * self.rate <= offset - self._anchor <= LATE_S * self.rate:
             self._off_for = 0
         else:

@@ -823,8 +823,9 @@ def run_session(pulse: PrivatePulse, router: EchoRouter, command: list[str], env
     router.set_target_delay_ms(delay_ms)
     if plan.app_log is not None:
         plan.app_log.mkdir(parents=True, exist_ok=True)
-    if plan.keep_audio is not None and mode == "aec":  # the canceller's live inputs too (voicecli.audio.echo_dump)
-        env = {**env, "VOICECLI_AUDIO__ECHO_DUMP": str(plan.keep_audio / f"{mode}-{delay_ms:g}ms")}
+    kept = None if plan.keep_audio is None else plan.keep_audio / f"{mode}-{delay_ms:g}ms"  # + .npz: the recordings
+    if kept is not None and mode == "aec":  # the canceller's live inputs too (voicecli.audio.echo_dump)
+        env = {**env, "VOICECLI_AUDIO__ECHO_DUMP": str(kept)}
     app = App(session_command(command, plan, mode, delay_ms), env)
     interruption = _read_question(voices.interruption)
     voiced = (voices.interruption.voiced_start_s, voices.interruption.voiced_end_s)
@@ -863,15 +864,14 @@ def run_session(pulse: PrivatePulse, router: EchoRouter, command: list[str], env
     finally:
         app.stop()
     session = Session(mic, Timing.of(runner.mic, len(mic)), speaker, Timing.of(runner.speaker, len(speaker)))
-    if plan.keep_audio is not None:
-        save_session(plan.keep_audio / f"{mode}-{delay_ms:g}ms.npz", session, done)
+    if kept is not None:
+        save_session(Path(f"{kept}.npz"), session, done)
     if mode == "aec":
         if bar is not None:
             bar.describe(f"{mode}, echo {delay_ms:g} ms: the canceller over the recordings (ERLE)")
         cancelled = cancelled_capture(session)
         if cancelled is not None:
-            live = None if plan.keep_audio is None else live_output(session, plan.keep_audio / f"{mode}-{delay_ms:g}ms")
-            measure_erle(done, mic, cancelled, live)
+            measure_erle(done, mic, cancelled, None if kept is None else live_output(session, kept))
     return done
 
 
