@@ -108,3 +108,21 @@ def test_a_sound_card_clock_off_the_monotonic_clock_reads_in_place_without_reanc
     best = lags[int(np.argmax(scores))]
     assert abs(best) <= 24, f"reference off by {best} samples"  # the median's jitter and 1 s of drift at most
     assert reference.reanchors == 0 and reference.stretches == 1
+
+
+
+def test_a_stream_restarted_within_reanchor_s_of_its_cut_lands_at_its_own_time() -> None:
+    """Aborted at 31.0 s and restarted at once: its first block is due at the DAC at 31.01 s, 10 ms after the cut
+    (inside REANCHOR_S). Appended back to back at the cut, as any block that close to the end was, the whole next
+    answer's reference sat 10 ms early; after a cut the next block begins a stretch at its own time."""
+    reference = FarEndReference(keep_s=4.0)
+    for k in range(100):
+        reference.push(np.full(160, 0.1, np.float32), SPEECH_RATE, 30.0 + k * 0.01)
+    reference.cut(31.0)
+    for k in range(20):
+        reference.push(np.full(160, 0.5, np.float32), SPEECH_RATE, 31.01 + k * 0.01)
+    assert np.allclose(reference.read(30.5, 8000), 0.1)  # 30.5-31.0 s: the first stream
+    assert not reference.read(31.0, 160).any()  # 31.0-31.01 s: nothing played
+    assert np.allclose(reference.read(31.01, 3200), 0.5)
+    assert reference.played_until is not None and abs(reference.played_until - 31.21) < 1e-3
+    assert reference.cuts == 1 and reference.stretches == 2 and reference.reanchors == 0
