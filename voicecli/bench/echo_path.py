@@ -74,8 +74,20 @@ SILENT_PIECE_DBFS = -50.0
 """A piece of reference quieter than this has nothing to find (find_echo_piecewise)."""
 SILENT_SAMPLE = 1e-6
 """A speaker sample below this is silence (the monitor of a quiet null sink reads exact zeros)."""
-QUIET_MARGIN_S = 0.1
-"""How long after the path has written out its last echo (delay line and room tail) it stops writing silence."""
+QUIET_MARGIN_S = 1.5
+"""How long after the path has written out its last echo (delay line and room tail) it stops writing silence, when
+it has not fallen behind (`RoomPath.fell_behind`). Why this long: while pacat is fed, the echo of speaker sample k
+lands at microphone sample k plus a constant, as in a room; once it runs dry, it starts again with the next sound
+at its target latency after that sound arrives, and how late the monitor delivers its samples moves at every
+restart of the app's output stream (2-11 ms either way over 20 restarts:
+results/bench/stretch-placement-20261206/restart_dac_times.py). With 0.1 s, every hold of the app's voice (a ~0.6 s
+pause) ran it dry and moved the echo by those ms, which the app's canceller then re-adapted to: the bench measuring
+its own equipment. 1.5 s spans a hold's pause and the gaps between sentences."""
+BEHIND_MARGIN_S = 0.1
+"""The margin instead once the path has fallen behind: the backlog waiting in pacat clears at the first quiet."""
+READ_GAP_S = 0.05
+"""A wait this long between two reads of the monitor (parec delivers every ~10 ms) means the router was held up:
+pacat (30 ms of buffer) ran short meanwhile and what follows waits in it, later than asked."""
 
 
 @functools.cache
@@ -234,6 +246,14 @@ class RoomPath:
         self._delay = DelayLine(0)
         self._quiet_run = 0
         """Speaker samples of silence in a row, up to the last one read."""
+        self._behind = False
+        """The router was held up since the path last held: its echo waits in pacat, later than asked."""
+        self._dry = False
+        """Holding: writing nothing until the next sound."""
+
+    def fell_behind(self) -> None:
+        """The router was held up (READ_GAP_S between reads): hold at the next quiet after BEHIND_MARGIN_S."""
+        self._behind = True
 
     def process(self, samples: NDArray[np.float32], gain_db: float, delay: int,
                 room_on: bool) -> NDArray[np.float32] | None:
@@ -254,11 +274,18 @@ class RoomPath:
         CI: 232 ms for 80 asked). Writing nothing while the speaker is quiet lets pacat's stream run dry; PulseAudio
         then starts it again, when the next sound comes, at its target latency, so a stall during a quiet stretch
         (where the app's inference runs, between question and answer) leaves no trace. The delay line and the
-        room hold only silence by then, so nothing of an echo is dropped."""
+        room hold only silence by then, so nothing of an echo is dropped. The margin is QUIET_MARGIN_S, long enough
+        that the app's pauses do not run pacat dry (each restart of it would move the echo), and BEHIND_MARGIN_S
+        once the router has fallen behind (`fell_behind`), so that its backlog clears at the first quiet."""
         quiet = not bool(np.any(np.abs(samples) > SILENT_SAMPLE))
         self._quiet_run = self._quiet_run + len(samples) if quiet else 0
-        hold = self._delay.delay + self._convolver.taps + round(QUIET_MARGIN_S * ECHO_RATE)
-        return self._quiet_run > hold
+        if not quiet:
+            self._dry = False
+            return False
+        margin = BEHIND_MARGIN_S if self._behind else QUIET_MARGIN_S
+        if self._quiet_run > self._delay.delay + self._convolver.taps + round(margin * ECHO_RATE):
+            self._dry, self._behind = True, False  # the backlog plays out; pacat starts afresh with the next sound
+        return self._dry
 
 
 _GAIN, _DELAY, _ROOM, _STALL = range(4)
@@ -296,7 +323,11 @@ def _route(settings_path: Path, seed: int) -> None:
         sys.stdout.buffer.write(READY)
         sys.stdout.buffer.flush()
         pending = b""
+        last_read = time.monotonic()
         while data := stdout.read1(4096):
+            if (now := time.monotonic()) - last_read > READ_GAP_S:
+                path.fell_behind()
+            last_read = now
             pending += data
             usable = len(pending) - len(pending) % 4
             samples = np.frombuffer(pending[:usable], dtype="<f4")

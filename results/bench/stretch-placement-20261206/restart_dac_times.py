@@ -13,7 +13,10 @@ and releases it RESTARTS times (a restart each), and:
    release, when the noise came back there less the DAC time of the block that carried it back. A constant is the
    monitor's own latency; what varies from one restart to the next is what the DAC times miss. The monitor's
    sample count runs on the card's clock, so the difference also drifts by its ppm (~0.3 ms per 1.3 s cycle at
-   ~242 ppm); a linear fit over the restarts takes that out.
+   ~242 ppm); a linear fit over the restarts takes that out;
+3. prints how the monitor's delivery moved across each restart: how much later its callbacks came for the same
+   samples. The bench's echo path (voicecli.bench.echo_path) writes each piece of the monitor into the microphone
+   as it arrives, so a move there moves the echo's delay by as much, where a room would not.
 Usage: .venv/bin/python results/bench/stretch-placement-20261206/restart_dac_times.py
 """
 
@@ -95,6 +98,22 @@ def onsets(recorded: list[tuple[float, NDArray[np.float32]]]) -> list[float]:
     return found
 
 
+def delivery_moves(recorded: list[tuple[float, NDArray[np.float32]]], back: list[float]) -> list[float]:
+    """How much later the monitor's callbacks delivered its samples after each comeback (the second from 0.2 s
+    after it) than before its hold (the second before HELD_S + 0.1 s ahead of it), in ms: the earliest of each
+    callback's time less the time its sample count says, over each span."""
+    counts = np.cumsum([len(samples) for _, samples in recorded])
+    times = np.array([at for at, _ in recorded])
+    late = times - counts / MONITOR_RATE
+    moves = []
+    for at in back:
+        before = late[(times > at - HELD_S - 1.1) & (times < at - HELD_S - 0.1)]
+        after = late[(times > at + 0.2) & (times < at + 1.2)]
+        if len(before) and len(after):
+            moves.append(float(np.min(after) - np.min(before)) * 1000)
+    return moves
+
+
 def main() -> None:
     recorded: list[tuple[float, NDArray[np.float32]]] = []
 
@@ -139,6 +158,9 @@ def main() -> None:
     print(f"the noise back on the monitor less its DAC time, ms: {np.round(late, 2).tolist()}")
     print(f"less the card's drift (a linear fit): {np.round(late - fit, 2).tolist()}; max |residual| "
           f"{np.max(np.abs(late - fit)):.2f} ms over {len(late)} restarts")
+    moves = np.array(delivery_moves(recorded, back))
+    print(f"the monitor's delivery across each restart (its callbacks' earliest lateness after less before), ms: "
+          f"{np.round(moves, 2).tolist()}; |move| p50 {np.median(np.abs(moves)):.2f}, max {np.max(np.abs(moves)):.2f}")
 
 
 if __name__ == "__main__":
