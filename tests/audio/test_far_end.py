@@ -110,7 +110,6 @@ def test_a_sound_card_clock_off_the_monotonic_clock_reads_in_place_without_reanc
     assert reference.reanchors == 0 and reference.stretches == 1
 
 
-
 def test_a_stream_restarted_within_reanchor_s_of_its_cut_lands_at_its_own_time() -> None:
     """Aborted at 31.0 s and restarted at once: its first block is due at the DAC at 31.01 s, 10 ms after the cut
     (inside REANCHOR_S). Appended back to back at the cut, as any block that close to the end was, the whole next
