@@ -19,9 +19,10 @@ The router's own latency (parec's and pacat's buffers, ~20-30 ms here) is part o
 it once (`calibrate`: noise bursts played on the speaker, found again in the microphone by cross-correlation of
 two recordings on one clock, the median of the bursts) and delays by the target minus that, so the echo arrives
 the requested delay after the speaker played it (a target below the router's own latency cannot be met:
-`effective_delay_ms` says what is). A loaded machine can still make the router late mid-sound, and the rest of that
-sound's echo comes later; once the speaker is quiet the router stops writing, so the next sound starts again at the
-calibrated latency (`_holding`).
+`effective_delay_ms` says what is). Through the app's pauses (a held voice, the gaps between sentences) the router
+keeps writing, so the echo keeps one delay, as a room's does. A loaded machine can still make the router late
+mid-sound, and the rest of that sound's echo comes later; once the speaker is quiet after that, the router stops
+writing, so the next sound starts again at the calibrated latency (`RoomPath.holding`).
 """
 
 from __future__ import annotations
