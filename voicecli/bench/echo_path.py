@@ -21,8 +21,8 @@ two recordings on one clock, the median of the bursts) and delays by the target 
 the requested delay after the speaker played it (a target below the router's own latency cannot be met:
 `effective_delay_ms` says what is). Through the app's pauses (a held voice, the gaps between sentences) the router
 keeps writing, so the echo keeps one delay, as a room's does. A loaded machine can still make the router late
-mid-sound, and the rest of that sound's echo comes later; once the speaker is quiet after that, the router stops
-writing, so the next sound starts again at the calibrated latency (`RoomPath.holding`).
+mid-sound, and the rest of that sound's echo comes later; the router then stops writing at the next quiet (and
+after 1.5 s of any quiet), so the next sound starts again at the calibrated latency (`RoomPath.holding`).
 """
 
 from __future__ import annotations
