@@ -20,11 +20,13 @@ canceller untrusted (`trusted`), so the caller can fall back to the level gate; 
 
 When the bulk delay changes later (a device's latency after a stream restart, a sound server that fell behind), the
 reference is shifted by the change, without a reset, so AEC3 keeps seeing the alignment it adapted to; for a shorter
-delay that means reading the reference ahead of the capture's time, which works as far as the player has written it
-(its device latency ahead, ~70 ms here). Each hold and barge-in restarts the output stream and moves the delay by
-6-14 ms, so these shifts add up over a session; only a change beyond that restarts AEC3 (see `_use`). Why not leave
-it to AEC3: it follows a longer delay within ~0.5 s, but a shorter one slowly (measured on a synthetic room, answers
-whose delay fell by 80 ms: 8-9 dB ERLE over the answer, ~3 s of leaking echo; followed here: the first ~0.5 s of the
+delay that means reading the reference ahead of the capture's time, which works as far as the player has written it (its
+device latency ahead, ~70 ms here). Each hold and barge-in restarts the output stream, and in bench duplex the delay
+moved 6-14 ms at each, so these shifts add up over a session; only a change beyond that restarts AEC3 (see `_use`).
+(Those moves were the bench's own echo path, whose restarts followed the app's: the app's timelines hold to a fraction
+of a ms there, results/bench/stretch-placement-20261206. A real device may still move; this stays.) Why not leave it to
+AEC3: it follows a longer delay within ~0.5 s, but a shorter one slowly (measured on a synthetic room, answers whose
+delay fell by 80 ms: 8-9 dB ERLE over the answer, ~3 s of leaking echo; followed here: the first ~0.5 s of the
 answer, before two estimates agree on the new delay, then ~60 dB). Why two agreeing estimates: one estimate can land
 on an early reflection, and a shift by a wrong amount costs AEC3 its alignment. Hence also the frequent tracking
 (every 0.2 s, ~5.5 ms of CPU each while the far end plays): the leak lasts until the change is confirmed. So from
@@ -286,12 +288,12 @@ class EchoCanceller:
 
     @property
     def settled(self) -> bool:
-        """False from when the far end played after a restart of the output stream (the player's flush at every
-        hold and barge-in, seen as a cut of the reference) reaches the capture, until a clear estimate over at
-        least SETTLE_FAR_S of it agrees with the delay the reference is aligned for (unchanged, or followed). Why: a
-        restart moves the echo's delay by 6-14 ms, and until the change is confirmed (~0.4-0.6 s into the next
-        answer) AEC3 leaks; in bench duplex (duplex-20261205-readahead-b) all three false barge-ins came 0.28-0.46 s
-        into an answer, the level gate not guarding. The caller guards with the gate meanwhile
+        """False from when the far end played after a restart of the output stream (the player's flush at every hold and
+        barge-in, seen as a cut of the reference) reaches the capture, until a clear estimate over at least SETTLE_FAR_S
+        of it agrees with the delay the reference is aligned for (unchanged, or followed). Why: a restart moved the
+        echo's delay by 6-14 ms in bench duplex (see the module docstring), and until the change is confirmed (~0.4-0.6
+        s into the next answer) AEC3 leaks; in bench duplex (duplex-20261205-readahead-b) all three false barge-ins came
+        0.28-0.46 s into an answer, the level gate not guarding. The caller guards with the gate meanwhile
         (voicecli.listen.echo_path). Why not from the cut itself: the echo still coming in then is of what played
         before it, at the delay AEC3 is aligned for, and what follows a hold's flush is the user's voice, which the
         gate, comparing it with the answer's level, would mute (duplex-20261205-daclevel: 13 of 18 interruptions
@@ -461,10 +463,10 @@ class EchoCanceller:
         restart of the output stream, an estimate over enough new audio that the alignment matches settles it.
 
         A follow may read the reference ahead of the capture's time as far as the player has surely written it
-        (`_read_ahead_limit`); only a change beyond that restarts AEC3. Why: the bulk delay wanders by 6-14 ms
-        with each stream restart (every hold and barge-in flushes the device), so follows of a shorter delay add
-        up; with the old limit of one frame ahead, a 7 ms follow that needed 14.8 ms restarted AEC3 0.7 s before
-        an answer ended, and the echo's tail, no longer cancelled, held the voice and barged in (a diagnostic
+        (`_read_ahead_limit`); only a change beyond that restarts AEC3. Why: the bulk delay wandered by 6-14 ms with
+        each stream restart in bench duplex (every hold and barge-in flushes the device), so follows of a shorter delay
+        add up; with the old limit of one frame ahead, a 7 ms follow that needed 14.8 ms restarted AEC3 0.7 s before an
+        answer ended, and the echo's tail, no longer cancelled, held the voice and barged in (a diagnostic
         bench duplex run, 2026-12-05). Stopping at a frame ahead and leaving AEC3 the rest instead was worse:
         the delay AEC3 sees then shrinks a little at each such follow and never grows back, and a run had 7 false
         barge-ins."""
