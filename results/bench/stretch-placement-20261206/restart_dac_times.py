@@ -146,7 +146,7 @@ def main() -> None:
     for s in starts:
         print(f"first {BLOCKS} blocks: the stretch's start against the first block's min {s.min():+.2f} ms, "
               f"p50 {np.median(s):+.2f}, max {s.max():+.2f}")
-    spread = np.concatenate([s for s in starts])
+    spread = np.concatenate(starts)
     print(f"{len(starts)} restarts: every block of the first {BLOCKS} within {spread.min():+.2f}..{spread.max():+.2f} "
           "ms of where the first placed the stretch")
     back, heard = comebacks(pushes.blocks), onsets(recorded)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from voicecli.audio.echo_cancel import FAR_ACTIVE_DBFS, FRAME
 from voicecli.audio.echo_delay import estimate_delay
 from voicecli.audio.echo_dump import COLUMNS, load_dump
 from voicecli.audio.levels import rms_dbfs
@@ -37,7 +38,6 @@ STEP = round(0.05 * SPEECH_RATE)
 REACH = round(3.0 * SPEECH_RATE)
 """How far before and after a restart or a gap a clear window is looked for."""
 GAP_S = 0.5
-FRAME = SPEECH_RATE // 100
 MOVED = 2
 
 
@@ -94,7 +94,7 @@ class Dump:
     def gaps(self) -> list[tuple[int, int]]:
         """The far end's silences of GAP_S and more (first and last sample) with no restart within a second."""
         count = len(self.far) // FRAME
-        active = [rms_dbfs(self.far[i * FRAME : (i + 1) * FRAME]) > -50.0 for i in range(count)]
+        active = [rms_dbfs(self.far[i * FRAME : (i + 1) * FRAME]) > FAR_ACTIVE_DBFS for i in range(count)]
         found, quiet = [], 0
         for i, loud in enumerate(active):
             if not loud:
