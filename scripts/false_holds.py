@@ -42,13 +42,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from voicecli.audio.levels import rms_dbfs, speech_level_dbfs
+from voicecli.audio.levels import speech_level_dbfs
 from voicecli.audio.rates import SPEECH_RATE
 from voicecli.bench.audio_marks import AUDIBLE_DBFS
 from voicecli.bench.duplex import DOUBLE_TALK, Session, cancelled_capture, live_output, load_session
 from voicecli.config import Config
 from voicecli.listen.endpointing import Endpointer, SpeechEnded, SpeechHint, SpeechOnset, SpeechStarted
-from voicecli.listen.listener import HOLD_BELOW_VOICE_DB, HOLD_LEVEL_SPAN, VOICE_TURNS, make_detector
+from voicecli.listen.listener import HOLD_BELOW_VOICE_DB, VOICE_TURNS, make_detector
 
 BLOCK = 512
 RESPONSE_S = 0.5
@@ -95,7 +95,8 @@ def session_holds(path: Path, live: bool = False) -> tuple[Session, list[Hold]] 
             if isinstance(event, SpeechEnded) and not echo_only:
                 voices.append(speech_level_dbfs(event.audio))
             elif isinstance(event, SpeechHint | SpeechOnset | SpeechStarted):
-                heard = rms_dbfs(cleaned[end - HOLD_LEVEL_SPAN : end])
+                # the speech so far, as the listener takes it (a turn's start: its utterance, pre-roll and all)
+                heard = speech_level_dbfs(detector.utterance() if isinstance(event, SpeechStarted) else event.audio)
                 hold = Hold(end, echo_only, None if not voices else statistics.median(voices) - heard,
                             barge_in=not isinstance(event, SpeechHint))
                 # the listener's rule: a SpeechOnset barges in when it is as loud as the user's voice, the turn's

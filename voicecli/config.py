@@ -128,6 +128,7 @@ CONSTRAINTS: dict[str, Constraint] = {
     "audio.vad_silence_ms": Range(100, 5000),
     "audio.speculate_ms": Range(50, 2000),
     "audio.barge_in_ms": Range(0, 1000),
+    "audio.barge_in_sure_ms": Range(0, 1000),
     "audio.barge_in_hold_ms": Range(0, 1000),
     "audio.partial_ms": Range(0, 10000),
     "audio.turn_end_complete_ms": Range(100, 5000),
@@ -367,6 +368,9 @@ class AudioSettings:
     barge_in_ms: int
     """Speech that stops the assistant (a barge-in) before a turn could start (min speech 250 ms); 0 or >= 250:
     barge-in waits for the turn's start."""
+    barge_in_sure_ms: int
+    """Speech that stops the assistant sooner than barge_in_ms when the voice detector is sure of it (a voice heard
+    clean, not the echo left over); 0, or not shorter than barge_in_ms: off."""
     barge_in_hold_ms: int
     """Speech that pauses the assistant's voice while the listener finds out whether it is a barge-in (resumed
     if it fades first); 0, or not shorter than the barge-in (or a turn's start, 250 ms): off."""

@@ -58,6 +58,15 @@ on the bench duplex recording, resets after 0.5 / 1 / 2 s of non-speech kept 11 
 finds in the user's words over an answer (none without resets); the shorter, the likelier a reset lands just before
 speech starts, where the state's first windows score lower."""
 
+SURE_SPEECH = 0.8
+"""The mean probability of a candidate's speech windows at which `sure_onset_ms` of it is reported as a SpeechOnset
+(barge-in) without waiting for `onset_ms`. Why: the echo the canceller lets through is distorted speech, which Silero
+scores lukewarm, while a voice the microphone hears clean scores high from its first windows. Replayed on what the
+app's canceller handed on live in seven bench duplex runs (results/bench/sure-onset-20261206), every SpeechOnset at
+160 ms from the answers' echo alone, past a session's first seconds and within the listener's level rule, had a mean
+of 0.56-0.68 (7); the users' interruptions 0.55-0.94, 72 of 101 at 0.8 or more (those over the echo lower: the
+canceller's suppressor distorts them too, and they wait for `onset_ms` as before)."""
+
 Audio = NDArray[np.float32]
 
 
@@ -117,22 +126,25 @@ class SpeechStarted:
 
 @dataclass(frozen=True)
 class SpeechOnset:
-    """`onset_ms` of speech (less than min_speech_ms) before a turn may start: too little to start a turn on, early
-    enough to stop the assistant for (barge-in). `turn`: the number the turn will have if SpeechStarted follows; a
-    blip that stays below min_speech_ms is followed by nothing."""
+    """`onset_ms` of speech (less than min_speech_ms) before a turn may start, or `sure_onset_ms` of speech the
+    detector is sure of: too little to start a turn on, early enough to stop the assistant for (barge-in). `turn`: the
+    number the turn will have if SpeechStarted follows; a blip that stays below min_speech_ms is followed by nothing.
+    `audio`: the speech so far (from its first window at or above the lower threshold), for its level."""
 
     at: float
     turn: int
+    audio: Audio
 
 
 @dataclass(frozen=True)
 class SpeechHint:
     """`hint_ms` of speech between turns, less than a barge-in's: too little to stop the assistant for, enough to
     hold its voice while the listener finds out (barge-in confirmed at `onset_ms`, or SpeechFaded). `turn`: the
-    number the turn will have if SpeechStarted follows."""
+    number the turn will have if SpeechStarted follows. `audio`: as SpeechOnset.audio."""
 
     at: float
     turn: int
+    audio: Audio
 
 
 @dataclass(frozen=True)
@@ -231,6 +243,8 @@ class Endpointer:
       the pause is sure: the transcriber starts there and the pause reuses that decode (voicecli.listen.transcription).
     - `onset_ms` (below `min_speech_ms`; 0: off): also report SpeechOnset once that much speech has come between
       turns, so a barge-in need not wait for a whole turn's start.
+    - `sure_onset_ms` (below `onset_ms`; 0: off): report that SpeechOnset sooner, at the first speech window from
+      this much speech on where the speech windows' mean probability is at least SURE_SPEECH (see there).
     - `hint_ms` (below `onset_ms`, or below `min_speech_ms` without an onset; 0: off): report SpeechHint sooner
       still, and SpeechFaded if that speech dies before it becomes a turn (the listener holds the answer's voice in
       between, voicecli.listen.listener).
@@ -249,6 +263,7 @@ class Endpointer:
         speculate: bool = True,
         report_stops: bool = False,
         onset_ms: int = 0,
+        sure_onset_ms: int = 0,
         hint_ms: int = 0,
         vad_reset_ms: int = VAD_RESET_MS,
         max_utterance_ms: int = 30_000,
@@ -264,6 +279,8 @@ class Endpointer:
         self._min_speech_windows = max(1, _windows(min_speech_ms))
         onset = _windows(onset_ms)
         self._onset_windows = onset if onset < self._min_speech_windows else 0  # 0: no SpeechOnset
+        sure = _windows(sure_onset_ms)
+        self._sure_windows = sure if sure < self._onset_windows else 0  # 0: only at onset_windows
         hint = _windows(hint_ms)
         self._hint_windows = hint if hint < (self._onset_windows or self._min_speech_windows) else 0  # 0: none
         self._tail_windows = _windows(tail_ms)
@@ -282,6 +299,8 @@ class Endpointer:
     def _reset_turn_state(self) -> None:
         self._candidate: list[Audio] = []
         self._candidate_voiced = 0
+        self._candidate_certainty = 0.0  # the sum of the candidate's speech windows' probabilities
+        self._onset_told = False  # the candidate was reported by a SpeechOnset
         self._hinted = False  # the candidate was reported by a SpeechHint (its fading will be too)
         self._in_speech = False
         self._utterance: list[Audio] = []
@@ -412,7 +431,7 @@ class Endpointer:
             # A blip, not speech: it becomes ordinary history for the pre-roll.
             self._pre_roll.extend(self._candidate)
             self._pre_roll.append(window)
-            self._candidate, self._candidate_voiced = [], 0
+            self._drop_candidate()
             if self._hinted:
                 self._hinted = False
                 events.append(SpeechFaded(at, self._turn + 1))
@@ -420,21 +439,29 @@ class Endpointer:
         self._candidate.append(window)
         if prob >= self.threshold:
             self._candidate_voiced += 1
-            if self._candidate_voiced == self._hint_windows:
+            self._candidate_certainty += prob
+            voiced = self._candidate_voiced
+            if voiced == self._hint_windows:
                 self._hinted = True
-                events.append(SpeechHint(at, self._turn + 1))
-            if self._candidate_voiced == self._onset_windows:
-                events.append(SpeechOnset(at, self._turn + 1))
+                events.append(SpeechHint(at, self._turn + 1, np.concatenate(self._candidate)))
+            sure = (self._sure_windows and voiced >= self._sure_windows
+                    and self._candidate_certainty >= SURE_SPEECH * voiced)
+            if not self._onset_told and (voiced == self._onset_windows or sure):
+                self._onset_told = True
+                events.append(SpeechOnset(at, self._turn + 1, np.concatenate(self._candidate)))
         if self._candidate_voiced >= self._min_speech_windows:
             self._hinted = False
             self._turn += 1
             self._in_speech = True
             self._utterance = [*self._pre_roll, *self._candidate]
             self._pre_roll.clear()
-            self._candidate, self._candidate_voiced = [], 0
+            self._drop_candidate()
             self._last_speech_index = len(self._utterance) - 1
             self._last_speech_at = at
             events.append(SpeechStarted(at, self._turn))
+
+    def _drop_candidate(self) -> None:
+        self._candidate, self._candidate_voiced, self._candidate_certainty, self._onset_told = [], 0, 0.0, False
 
     def _cut(self) -> Audio:
         end = min(len(self._utterance), self._last_speech_index + 1 + self._tail_windows)

@@ -46,7 +46,7 @@ from voicecli.config import AudioSettings, Config, TurnSettings
 from voicecli.listen.echo_path import open_echo_path
 from voicecli.listen.end_of_turn import end_after_ms
 from voicecli.listen.endpointing import (
-    WINDOW,
+    Audio,
     Endpointer,
     PushToTalk,
     SpeechEnded,
@@ -177,13 +177,13 @@ canceller did not remove: its level cannot tell it from a voice); of the 185 oth
 interruptions with the interrupted answers' own echo, 12 were more than 12 dB below it (which of the two they were
 the recordings do not say; the live bench's detections do). A turn's voice level is `speech_level_dbfs`; the
 median of the latest VOICE_TURNS turns is kept; until the user has spoken a turn (typed questions only) every hold
-is taken."""
+is taken. The speech over the answer is measured the same way, over the speech so far (the audio a SpeechHint or
+SpeechOnset carries). Why not its latest 96 ms: at a barge-in that is often the fading end of a word, and in
+duplex-20261206-fedpath it refused three interruptions 12.6-16.8 dB below the voice whose speech so far was 3-6 dB
+below it (results/bench/sure-onset-20261206)."""
 VOICE_TURNS = 5
 """The user's latest turns whose voice level HOLD_BELOW_VOICE_DB compares with (the median: one odd turn, a cough
 or an echo the app took for a turn, does not move it)."""
-HOLD_LEVEL_SPAN = 3 * WINDOW
-"""The latest samples fed to the voice detector that a hold's level is taken over: audio.barge_in_hold_ms's 96 ms,
-the three voiced windows that made the hint."""
 HOLDS_RELEASED_MAX = 3
 """Holds that faded while one answer plays before the listener stops holding for it (until the assistant is quiet
 again; barge-in works as without holds). Why: where the answer's own echo reaches the detector (audio.echo = "off"
@@ -258,7 +258,6 @@ class Listener:
         self._double_talk_spent = False  # one such hold was released in this answer: no more of them in it
         self._faded_at: float | None = None  # when the speech that holds the voice faded (HOLD_RELEASE_AFTER_S)
         self._voice_levels: deque[float] = deque(maxlen=VOICE_TURNS)  # the user's latest turns' voice levels (dBFS)
-        self._recent = np.zeros(HOLD_LEVEL_SPAN, np.float32)  # the latest samples the detector was fed
 
     async def run(self) -> None:
         self.microphone.start()
@@ -298,7 +297,6 @@ class Listener:
         samples = block.samples
         if not passes and not isinstance(self.detector, PushToTalk):
             samples = np.zeros_like(samples)  # gated: the detector hears silence, so a turn in progress still ends
-        self._recent = np.concatenate([self._recent, samples])[-HOLD_LEVEL_SPAN:]
         for event in self.detector.feed(samples, block.at):
             self._event(event)
         if self._held_at is None and self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX and \
@@ -333,7 +331,7 @@ class Listener:
             if self._held_at is not None:  # speech back before the hold ran out: still held, from now
                 self._held_at, self._faded_at = event.at, None
             elif self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX and \
-                    self._as_loud_as_the_user("not held"):
+                    self._as_loud_as_the_user(event.audio, "not held"):
                 self._held_at = event.at
                 self._on_event(HoldVoice(event.at))
             return
@@ -345,7 +343,8 @@ class Listener:
             # as loud as the user's voice: this soon; quieter (echo the canceller let through, most likely): only
             # with the turn's start, as with no onset at all (replayed: scripts/false_holds.py)
             speaking = self.gate.is_speaking()
-            self._onset_barged = speaking and self._as_loud_as_the_user("no barge-in before the turn's start")
+            self._onset_barged = speaking and self._as_loud_as_the_user(event.audio,
+                                                                        "no barge-in before the turn's start")
             if self._onset_barged:
                 self._barge_in(event.at)
             elif not speaking:
@@ -377,13 +376,13 @@ class Listener:
                      "turn_confirmed": event.at}
             self._spawn(self._finish(future, marks, len(event.audio) / SPEECH_RATE, event.turn))
 
-    def _as_loud_as_the_user(self, otherwise: str) -> bool:
-        """Whether the speech just heard is loud enough to be the user's (HOLD_BELOW_VOICE_DB); True until the
+    def _as_loud_as_the_user(self, speech: Audio, otherwise: str) -> bool:
+        """Whether `speech` (the speech so far) is loud enough to be the user's (HOLD_BELOW_VOICE_DB); True until the
         user's voice level is known. `otherwise` is logged with the levels when it is not."""
         if not self._voice_levels:
             return True
         voice = float(np.median(self._voice_levels))
-        heard = rms_dbfs(self._recent)
+        heard = speech_level_dbfs(speech)
         if heard >= voice - HOLD_BELOW_VOICE_DB:
             return True
         log.info("speech %.1f dB below the user's voice (%.1f dBFS) over the answer: echo, %s", voice - heard, voice,
@@ -478,7 +477,7 @@ def make_detector(input_mode: str, audio: AudioSettings) -> Endpointer | PushToT
         return PushToTalk()
     silence_ms = audio.vad_silence_ms
     return Endpointer(silence_ms=silence_ms, tail_ms=min(audio.speculate_ms, silence_ms - 1), report_stops=True,
-                      onset_ms=audio.barge_in_ms, hint_ms=audio.barge_in_hold_ms)
+                      onset_ms=audio.barge_in_ms, sure_onset_ms=audio.barge_in_sure_ms, hint_ms=audio.barge_in_hold_ms)
 
 
 def turn_end_policy(config: Config) -> TurnEndPolicy:
