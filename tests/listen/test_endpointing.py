@@ -470,3 +470,33 @@ def test_words_over_an_echo_cancelled_answer_start_a_barge_in() -> None:
     events = run(Endpointer(report_stops=True, onset_ms=150, vad=SileroVad()), audio, block=480)
     onsets = [fed / SPEECH_RATE for fed, e in events if isinstance(e, SpeechOnset)]
     assert any(39.2 <= at <= 40.4 for at in onsets), onsets
+
+
+def onsets(script: Sequence[float], **options: int) -> list[tuple[int, SpeechOnset]]:
+    """The SpeechOnsets of a scripted stream (windows fed so far, event), ahead of a turn's start at 250 ms."""
+    audio = np.arange(len(script) * WINDOW, dtype=np.float32)  # each sample its own index: which windows it carries
+    events = run(Endpointer(min_speech_ms=250, vad=ScriptedVad(script), **options), audio)
+    return [(fed // WINDOW, e) for fed, e in events if isinstance(e, SpeechOnset)]
+
+
+def test_speech_the_detector_is_sure_of_is_an_onset_sooner() -> None:
+    """sure_onset_ms: speech whose speech windows average SURE_SPEECH or more is a SpeechOnset at 5 windows, not
+    onset_ms's 7; lukewarm speech (the echo the canceller lets through scores so) waits for onset_ms; speech that
+    becomes sure on the way is reported there; windows between the two thresholds are not averaged; once per
+    candidate, and then again for the next. The onset carries the speech so far, from its first window."""
+    lead = [0.0] * 10
+    sure, lukewarm = [0.9] * 9, [0.6] * 9
+    becomes_sure = [0.6, 0.8, 0.8, 0.8, 0.85, 1.0, 0.9, 0.9, 0.9]  # 0.77 at 5, 0.81 at 6
+    undecided = [0.9, 0.4, 0.9, 0.4, 0.9, 0.9, 0.9, 0.9, 0.9]  # 0.4: between the thresholds, kept but not averaged
+    options = {"onset_ms": 224, "sure_onset_ms": 160}
+    assert [fed for fed, _ in onsets(lead + sure, **options)] == [15]
+    assert [fed for fed, _ in onsets(lead + lukewarm, **options)] == [17]
+    assert [fed for fed, _ in onsets(lead + becomes_sure, **options)] == [16]
+    assert [fed for fed, _ in onsets(lead + undecided, **options)] == [17]  # 5 speech windows in 7
+    assert [fed for fed, _ in onsets(lead + sure, onset_ms=224)] == [17]  # off
+    assert [fed for fed, _ in onsets(lead + sure, onset_ms=224, sure_onset_ms=224)] == [17]  # not shorter: off
+    blip = [0.9] * 6 + [0.0] * 5  # sure, dies before the turn's start: the next speech is a candidate afresh
+    told = onsets(lead + blip + sure, **options)
+    assert [fed for fed, _ in told] == [15, 26]
+    first = told[0][1].audio
+    assert len(first) == 5 * WINDOW and first[0] == 10 * WINDOW  # windows 10-14

@@ -385,6 +385,33 @@ async def test_an_onset_far_below_the_users_voice_barges_in_only_with_the_turns_
     assert barges == pytest.approx([echo_from + 8 * 0.032, voice_from + 4 * 0.032])
 
 
+async def test_an_onset_is_as_loud_as_its_speech_so_far_not_its_fading_end() -> None:
+    """The level rule takes the speech so far (speech_level_dbfs), not its latest 96 ms: a word whose end fades by
+    the onset (in duplex-20261206-fedpath, "Wait," 3-6 dB below the voice, its last 96 ms 12.6-16.8 dB) barges in
+    at the onset; speech that was faint all along still waits for the turn's start."""
+    events: list[ListenEvent] = []
+    speaking = [False]
+    gate = EchoGate(True, -60.0, lambda: speaking[0], lambda: -120.0)
+    endpointer = Endpointer(silence_ms=300, tail_ms=96, min_speech_ms=256, onset_ms=160,
+                            vad=LoudnessVad())  # type: ignore[arg-type]
+    listener = Listener(None, endpointer, TurnTranscriber(FakeDecoder()), events.append, gate)  # type: ignore[arg-type]
+    clock = [1000.0]
+    await feed_windows(listener, np.full(12 * 512, 0.1, dtype=np.float32), clock)  # the user's turn, -20 dBFS
+    await feed_windows(listener, silence(0.5), clock)
+    speaking[0] = True
+    loud = np.zeros(512, dtype=np.float32)
+    loud[::2] = 0.06  # -26 dBFS: within HOLD_BELOW_VOICE_DB of the voice
+    faint = np.zeros(512, dtype=np.float32)
+    faint[0] = 0.06  # one peak the detector takes for speech, -51.5 dBFS
+    word_from = clock[0]
+    await feed_windows(listener, np.concatenate([loud, loud, faint, faint, faint, faint, faint, faint]), clock)
+    await feed_windows(listener, silence(0.5), clock)
+    faint_from = clock[0]
+    await feed_windows(listener, np.tile(faint, 8), clock)
+    barges = [e.at for e in events if isinstance(e, BargeIn)]
+    assert barges == pytest.approx([word_from + 5 * 0.032, faint_from + 8 * 0.032])
+
+
 def holding_listener(speaking: list[bool]) -> tuple[Listener, list[ListenEvent]]:
     """A listener that holds the voice after 3 windows of speech and barges in with the turn's start (8 windows)."""
     events: list[ListenEvent] = []
