@@ -1020,7 +1020,8 @@ def build_result(name: str, samples: list[Sample], config: Config, plan: Plan, v
                   "user_voice_dbfs": round(voices.voice_db, 1), "assistant_voice_dbfs": round(voices.assistant_db, 1),
                   **calibration, "llm": llm_label(config), "stt_model": config.stt.model, "voice": config.tts.voice,
                   "endpoint": target.url, "echo_margin_db": config.audio.echo_margin_db,
-                  "barge_in_ms": config.audio.barge_in_ms, "barge_in_hold_ms": config.audio.barge_in_hold_ms,
+                  "barge_in_ms": config.audio.barge_in_ms, "barge_in_sure_ms": config.audio.barge_in_sure_ms,
+                  "barge_in_hold_ms": config.audio.barge_in_hold_ms,
                   "app_env": APP_ENV,
                   "app_defaults": {key: os.environ.get(key, value) for key, value in APP_DEFAULTS.items()},
                   "record_rate": RECORD_RATE, "audible_dbfs": AUDIBLE_DBFS},
@@ -1100,7 +1101,9 @@ def render_markdown(result: BenchResult) -> str:
         f"(router's own latency {settings.get('router_own_latency_ms', '?')} ms{bursts_note(settings)}); "
         f"user voice {settings['user_voice_dbfs']} dBFS, "
         f"assistant {settings['assistant_voice_dbfs']} dBFS; barge-in after "
-        f"{settings.get('barge_in_ms', 250)} ms of speech (audio.barge_in_ms), the voice held after "
+        f"{settings.get('barge_in_ms', 250)} ms of speech (audio.barge_in_ms; "
+        f"{settings.get('barge_in_sure_ms', 0)} when the voice detector is sure of it, audio.barge_in_sure_ms, 0: "
+        f"off), the voice held after "
         f"{settings.get('barge_in_hold_ms', 0)} (audio.barge_in_hold_ms, 0: off).",
         "",
         "Voice held: from the user's first voiced sample to the app holding the answer's voice (a pause, nothing "

@@ -5,7 +5,9 @@ the echo defence audio.echo chooses (voicecli.listen.echo_path): by default the 
 first; the level gate (`EchoGate`) lets a block through while the assistant speaks only when it is clearly louder
 than what is being played (`echo_margin_db` above the playback level), and with the canceller it steps in only
 while the canceller cannot vouch for its output. Speech that reaches the endpointer while the assistant speaks is a
-barge-in: the app stops playback at once and answers the new turn. Sooner still (audio.barge_in_hold_ms of
+barge-in: the app stops playback at once and answers the new turn, at audio.barge_in_ms of speech, or at
+audio.barge_in_sure_ms when the voice detector is sure of it (a voice heard clean; the echo the canceller lets
+through scores lower, voicecli.listen.endpointing.SURE_SPEECH). Sooner still (audio.barge_in_hold_ms of
 speech), the listener asks the app to hold the assistant's voice (HoldVoice: paused, nothing dropped): the user
 hears it yield as they start, and the answer's echo stops, so the canceller has the user's voice alone to pass
 (over a playing answer its suppressor holds a voice down). Speech that fades before barge_in_ms and stays away for
@@ -49,6 +51,7 @@ from voicecli.listen.endpointing import (
     Audio,
     Endpointer,
     PushToTalk,
+    SileroVad,
     SpeechEnded,
     SpeechFaded,
     SpeechHint,
@@ -468,16 +471,18 @@ class Listener:
                 self._on_event(HeardNothing(audio_s))
 
 
-def make_detector(input_mode: str, audio: AudioSettings) -> Endpointer | PushToTalk:
+def make_detector(input_mode: str, audio: AudioSettings, vad: SileroVad | None = None) -> Endpointer | PushToTalk:
     """The app's detector (`input_mode`: audio.input_mode, or the one the F2 key chose): with voice activity
     detection, drafts start at the first silent window (report_stops), audio.barge_in_ms of speech, shorter
-    than a turn's start, is reported as a SpeechOnset for barge-in, and audio.barge_in_hold_ms, shorter still, as a
-    SpeechHint that holds the assistant's voice."""
+    than a turn's start (audio.barge_in_sure_ms when the detector is sure of it), is reported as a SpeechOnset for
+    barge-in, and audio.barge_in_hold_ms, shorter still, as a SpeechHint that holds the assistant's voice. `vad`:
+    the Silero session to run (a replay that records its probabilities); a new one by default."""
     if input_mode == "push_to_talk":
         return PushToTalk()
     silence_ms = audio.vad_silence_ms
     return Endpointer(silence_ms=silence_ms, tail_ms=min(audio.speculate_ms, silence_ms - 1), report_stops=True,
-                      onset_ms=audio.barge_in_ms, sure_onset_ms=audio.barge_in_sure_ms, hint_ms=audio.barge_in_hold_ms)
+                      onset_ms=audio.barge_in_ms, sure_onset_ms=audio.barge_in_sure_ms, hint_ms=audio.barge_in_hold_ms,
+                      vad=vad)
 
 
 def turn_end_policy(config: Config) -> TurnEndPolicy:
