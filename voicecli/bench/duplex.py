@@ -655,7 +655,8 @@ class Timing:
 def cancelled_capture(session: Session, double_talk: list[bool] | None = None) -> NDArray[np.float32] | None:
     """The microphone recording as the app's echo canceller cleans it: the project's EchoCanceller fed with the
     speaker's recording as its far-end reference (each block at the time the speaker played it), the microphone in
-    the app's 32 ms blocks at the times they were heard; one canceller over the whole mode, as the app runs one.
+    32 ms blocks (the app's until 2026-12-06; it takes 10 ms blocks now, cancelled in the same 10 ms frames) at the
+    times they were heard; one canceller over the whole mode, as the app runs one.
     None when the canceller's binding is not installed. Output sample k is input sample k (whole frames, in order).
     Given `double_talk`, the canceller's `double_talk` after each block is appended to it (the listener holds the
     answer on it)."""

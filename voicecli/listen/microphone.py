@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import time
 from collections.abc import AsyncIterator, Callable
@@ -39,6 +40,7 @@ from voicecli.audio_devices import (
 )
 
 Audio = NDArray[np.float32]
+log = logging.getLogger(__name__)
 
 
 class NoMicrophoneError(AudioDeviceError):
@@ -71,7 +73,11 @@ class Microphone:
     """Live microphone input; start() inside a running event loop, then read `queue` (or iterate blocks()).
 
     - device: PortAudio index, (part of a) name, or None for the default input.
-    - block_ms: callback period; 32 ms gives exactly one Silero VAD window per block at 16 kHz.
+    - block_ms: callback period. Why 10 ms: a block is stamped when its callback runs, so the block's length (and
+      the buffering PortAudio asks of the sound server for it) is latency on every barge-in and turn start. On
+      PulseAudio here, 32 ms blocks (one Silero window each) were reported at 64 ms input latency and came in bursts
+      (40 ms apart, or two at once); 10 ms blocks at 20 ms, steadily 10 ms apart. The voice detector gathers its
+      32 ms windows across blocks, and the echo canceller works in 10 ms frames anyway.
     - device_rate: force the rate the device is opened at (None: 16 kHz if accepted, else the device's default).
     - max_queue_s: blocks older than this are dropped (and counted) if the consumer stalls, rather than piling up.
     """
@@ -80,7 +86,7 @@ class Microphone:
         self,
         device: int | str | None = None,
         *,
-        block_ms: float = 32.0,
+        block_ms: float = 10.0,
         device_rate: int | None = None,
         latency: str | float = "low",
         max_queue_s: float = 10.0,
@@ -156,10 +162,13 @@ class Microphone:
         self._level = SILENCE_DBFS
 
     def close(self) -> None:
-        """Stop and release the device."""
+        """Stop and release the device (and say in the log if input was lost)."""
         if self._stream is not None:
             self._stream.close(ignore_errors=True)
             self._stream = None
+            if self.overflows or self.dropped:
+                log.warning("the microphone lost input: %d blocks overflowed (the callback ran late), %d dropped "
+                            "(the app fell behind)", self.overflows, self.dropped)
         self._level = SILENCE_DBFS
 
     async def blocks(self) -> AsyncIterator[AudioBlock]:
