@@ -134,6 +134,7 @@ CONSTRAINTS: dict[str, Constraint] = {
     "audio.turn_end_complete_ms": Range(100, 5000),
     "audio.turn_end_incomplete_ms": Range(100, 10000),
     "audio.block_frames": Range(64, 8192),
+    "audio.input_block_ms": Range(5, 100),
     "audio.output_latency_ms": Range(10, 1000),
     "audio.rebuffer_ms": Range(0, 2000),
     "audio.echo_margin_db": Range(-60, 60),
@@ -392,6 +393,9 @@ class AudioSettings:
     echo_gate: bool
     """Deprecated in favour of `echo`; kept so old config files still load."""
     echo_margin_db: float
+    input_block_ms: int
+    """The microphone's callback period: each block is stamped when its callback runs, so its length (and the
+    buffering the sound server is asked for it) is latency on every turn start and barge-in."""
     output_latency_ms: int
     rebuffer_ms: int
     """After an answer runs dry mid-way, wait for this much of it before playing on (doubling); 0: never wait."""

@@ -502,7 +502,7 @@ def open_listener(
     from voicecli.listen.transcription import transcriber_from_config
 
     wanted = config.audio.input_device
-    microphone = Microphone(int(wanted) if wanted.isdigit() else (wanted or None))
+    microphone = Microphone(int(wanted) if wanted.isdigit() else (wanted or None), block_ms=config.audio.input_block_ms)
     transcriber = transcriber_from_config(config)
     transcriber.warm_up()
     detector = make_detector(config.audio.input_mode, config.audio)
