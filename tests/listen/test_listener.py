@@ -387,8 +387,8 @@ async def test_an_onset_far_below_the_users_voice_barges_in_only_with_the_turns_
 
 async def test_an_onset_is_as_loud_as_its_speech_so_far_not_its_fading_end() -> None:
     """The level rule takes the speech so far (speech_level_dbfs), not its latest 96 ms: a word whose end fades by
-    the onset (in duplex-20261206-fedpath, "Wait," 3-6 dB below the voice, its last 96 ms 12.6-16.8 dB) barges in
-    at the onset; speech that was faint all along still waits for the turn's start."""
+    the onset (in duplex-20261206-fedpath three interruptions were refused, 12.6-16.8 dB below the voice by their
+    latest 96 ms) barges in at the onset; speech that was faint all along still waits for the turn's start."""
     events: list[ListenEvent] = []
     speaking = [False]
     gate = EchoGate(True, -60.0, lambda: speaking[0], lambda: -120.0)

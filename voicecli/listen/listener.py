@@ -181,9 +181,10 @@ interruptions with the interrupted answers' own echo, 12 were more than 12 dB be
 the recordings do not say; the live bench's detections do). A turn's voice level is `speech_level_dbfs`; the
 median of the latest VOICE_TURNS turns is kept; until the user has spoken a turn (typed questions only) every hold
 is taken. The speech over the answer is measured the same way, over the speech so far (the audio a SpeechHint or
-SpeechOnset carries). Why not its latest 96 ms: at a barge-in that is often the fading end of a word, and in
-duplex-20261206-fedpath it refused three interruptions 12.6-16.8 dB below the voice whose speech so far was 3-6 dB
-below it (results/bench/sure-onset-20261206)."""
+SpeechOnset carries). Why not its latest 96 ms: at a barge-in that is often the fading end of a word; in
+duplex-20261206-fedpath it refused three interruptions, 12.6-16.8 dB below the voice by their latest 96 ms, and
+replayed on seven runs the interruptions' speech so far was never more than 9.5 dB below the voice (101 of them)
+where their latest 96 ms reached 28.9 dB (results/bench/sure-onset-20261206)."""
 VOICE_TURNS = 5
 """The user's latest turns whose voice level HOLD_BELOW_VOICE_DB compares with (the median: one odd turn, a cough
 or an echo the app took for a turn, does not move it)."""
