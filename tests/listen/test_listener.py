@@ -358,20 +358,27 @@ async def test_a_barge_in_comes_at_the_onset_once_and_only_while_the_assistant_s
     assert len([e for e in events if isinstance(e, BargeIn)]) == 1
 
 
-async def test_an_onset_far_below_the_users_voice_barges_in_only_with_the_turns_start() -> None:
-    """Once the user's voice level is known, speech over the answer more than HOLD_BELOW_VOICE_DB below it (echo
-    left over) does not barge in at audio.barge_in_ms: only at the turn's start (8 windows, not 4); as loud as the
-    voice, at the onset."""
+async def over_the_answer(onset_ms: int) -> tuple[Listener, list[ListenEvent], list[float]]:
+    """A listener that barges in at `onset_ms` (the turn's start at 8 windows), has heard one turn of the user's at
+    -20 dBFS (their voice level), and now hears the assistant speaking: the listener, its events and its clock."""
     events: list[ListenEvent] = []
     speaking = [False]
     gate = EchoGate(True, -60.0, lambda: speaking[0], lambda: -120.0)
-    endpointer = Endpointer(silence_ms=300, tail_ms=96, min_speech_ms=256, onset_ms=128,
+    endpointer = Endpointer(silence_ms=300, tail_ms=96, min_speech_ms=256, onset_ms=onset_ms,
                             vad=LoudnessVad())  # type: ignore[arg-type]
     listener = Listener(None, endpointer, TurnTranscriber(FakeDecoder()), events.append, gate)  # type: ignore[arg-type]
     clock = [1000.0]
     await feed_windows(listener, np.full(12 * 512, 0.1, dtype=np.float32), clock)  # the user's turn, -20 dBFS
     await feed_windows(listener, silence(0.5), clock)
     speaking[0] = True
+    return listener, events, clock
+
+
+async def test_an_onset_far_below_the_users_voice_barges_in_only_with_the_turns_start() -> None:
+    """Once the user's voice level is known, speech over the answer more than HOLD_BELOW_VOICE_DB below it (echo
+    left over) does not barge in at audio.barge_in_ms: only at the turn's start (8 windows, not 4); as loud as the
+    voice, at the onset."""
+    listener, events, clock = await over_the_answer(onset_ms=128)
     echo = np.zeros(12 * 512, dtype=np.float32)
     echo[::16] = 0.06  # peaks the detector takes for speech, -36.5 dBFS: 16.5 dB below the voice
     echo_from = clock[0]
@@ -389,16 +396,7 @@ async def test_an_onset_is_as_loud_as_its_speech_so_far_not_its_fading_end() -> 
     """The level rule takes the speech so far (speech_level_dbfs), not its latest 96 ms: a word whose end fades by
     the onset (in duplex-20261206-fedpath three interruptions were refused, 12.6-16.8 dB below the voice by their
     latest 96 ms) barges in at the onset; speech that was faint all along still waits for the turn's start."""
-    events: list[ListenEvent] = []
-    speaking = [False]
-    gate = EchoGate(True, -60.0, lambda: speaking[0], lambda: -120.0)
-    endpointer = Endpointer(silence_ms=300, tail_ms=96, min_speech_ms=256, onset_ms=160,
-                            vad=LoudnessVad())  # type: ignore[arg-type]
-    listener = Listener(None, endpointer, TurnTranscriber(FakeDecoder()), events.append, gate)  # type: ignore[arg-type]
-    clock = [1000.0]
-    await feed_windows(listener, np.full(12 * 512, 0.1, dtype=np.float32), clock)  # the user's turn, -20 dBFS
-    await feed_windows(listener, silence(0.5), clock)
-    speaking[0] = True
+    listener, events, clock = await over_the_answer(onset_ms=160)
     loud = np.zeros(512, dtype=np.float32)
     loud[::2] = 0.06  # -26 dBFS: within HOLD_BELOW_VOICE_DB of the voice
     faint = np.zeros(512, dtype=np.float32)
