@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -96,12 +97,18 @@ async def test_stop_pauses_delivery_and_start_resumes(pulse: PrivatePulse) -> No
 
 
 @pytest.mark.slow
-async def test_consumer_falling_behind_drops_oldest_blocks(pulse: PrivatePulse) -> None:
+async def test_consumer_falling_behind_drops_oldest_blocks(
+    pulse: PrivatePulse, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The oldest blocks go, and stopping says in the log how many were lost."""
     with Microphone(max_queue_s=0.2) as mic:
         mic.start()
         await asyncio.sleep(1.0)  # nobody reads
         assert mic.queue.qsize() * mic.block_ms <= 200 + mic.block_ms  # max_queue_s of blocks, whatever their size
         assert mic.dropped > 0
+        with caplog.at_level(logging.WARNING, logger="voicecli.listen.microphone"):
+            mic.stop()
+        assert "the microphone lost input" in caplog.text and mic.dropped == 0  # said once, then counted afresh
 
 
 def test_unknown_device_names_the_devices_that_exist(pulse: PrivatePulse) -> None:

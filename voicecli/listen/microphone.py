@@ -156,20 +156,27 @@ class Microphone:
             self._stream.start()
 
     def stop(self) -> None:
-        """Stop delivering blocks; start() resumes on the same stream."""
+        """Stop delivering blocks (and say in the log if input was lost since the last stop); start() resumes on the
+        same stream."""
         if self._stream is not None and self._stream.active:
             self._stream.stop()
         self._level = SILENCE_DBFS
+        self._report_lost()
 
     def close(self) -> None:
-        """Stop and release the device (and say in the log if input was lost)."""
+        """Stop and release the device."""
         if self._stream is not None:
             self._stream.close(ignore_errors=True)
             self._stream = None
-            if self.overflows or self.dropped:
-                log.warning("the microphone lost input: %d blocks overflowed (the callback ran late), %d dropped "
-                            "(the app fell behind)", self.overflows, self.dropped)
         self._level = SILENCE_DBFS
+        self._report_lost()
+
+    def _report_lost(self) -> None:
+        """Warn of input lost since the last report: a block size too small for a busy machine shows here."""
+        if self.overflows or self.dropped:
+            log.warning("the microphone lost input: %d blocks overflowed (the callback ran late), %d dropped (the "
+                        "app fell behind)", self.overflows, self.dropped)
+            self.overflows = self.dropped = 0
 
     async def blocks(self) -> AsyncIterator[AudioBlock]:
         """Blocks as they arrive (runs until cancelled)."""
