@@ -96,13 +96,13 @@ def onsets(keep: Path, run: Path) -> list[Onset]:
                 voice = statistics.median(voices) if voices else None
                 which = next((i for i, (_, first, last) in enumerate(interruptions)
                               if first - LEAD_S * SPEECH_RATE <= end <= last), None)
-                first_of = which is not None and which not in told
+                first = which if which is not None and which not in told else None  # its first onset
                 if which is not None:
                     told.add(which)
                 found.append(Onset(
                     run.name, path.stem, event.at, echo_only,
-                    (end - interruptions[which][1]) * 1000 / SPEECH_RATE if first_of and which is not None else None,
-                    interruptions[which][0] if first_of and which is not None else None,
+                    None if first is None else (end - interruptions[first][1]) * 1000 / SPEECH_RATE,
+                    None if first is None else interruptions[first][0],
                     float(np.mean(speech)),
                     None if voice is None else voice - speech_level_dbfs(event.audio),
                     None if voice is None else voice - rms_dbfs(out[end - 3 * WINDOW : end])))
