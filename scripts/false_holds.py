@@ -72,12 +72,14 @@ class Hold:
     of speech, or a turn's start that none came before): over an answer nobody interrupted, a false barge-in."""
 
 
-def session_holds(path: Path, live: bool = False) -> tuple[Session, list[Hold]] | None:
-    """The session and the holds its replay makes (`live`: on what the app's canceller handed on, from its dump);
-    None when the canceller's binding is not installed (or, `live`, the dump is missing)."""
+def session_holds(path: Path, live: bool = False, out: NDArray[np.float32] | None = None,
+                  ) -> tuple[Session, list[Hold]] | None:
+    """The session and the holds its replay makes (`live`: on what the app's canceller handed on, from its dump, or
+    on `out`, a signal of the dump's length in its place); None when the canceller's binding is not installed (or,
+    `live`, the dump is missing)."""
     session, spans = load_session(path)
     flags: list[bool] = []
-    cleaned = live_output(session, path.with_suffix("")) if live else cancelled_capture(session, flags)
+    cleaned = live_output(session, path.with_suffix(""), out) if live else cancelled_capture(session, flags)
     if cleaned is None:
         return None
     audio = Config.load().audio

@@ -390,6 +390,9 @@ class AudioSettings:
     echo_double_talk: bool
     """With "aec": hold the answer's voice when the microphone holds more than its echo (voicecli.audio.double_talk),
     so a user talking over a loud answer is heard once the echo stops."""
+    echo_leak_gate: bool
+    """With "aec": mute the canceller's output while it is echo let through (coherent with the far end,
+    voicecli.audio.echo_cancel.LEAK_COHERENCE), so the voice detector never hears it."""
     echo_gate: bool
     """Deprecated in favour of `echo`; kept so old config files still load."""
     echo_margin_db: float

@@ -93,7 +93,9 @@ class DoubleTalkDetector:
         self._warmup = -(-(2 * self.lead + FRAME) // HOP) + WARMUP_HOPS
         self._window = np.hanning(FRAME).astype(np.float32)
         self._lo, self._hi = (round(hz / rate * FRAME) for hz in BAND_HZ)
-        self._lows: deque[bool] = deque(maxlen=WINDOW_FRAMES)
+        self.scores: deque[float | None] = deque(maxlen=WINDOW_FRAMES)
+        """The latest frames' best coherence over the lags, newest last; None for a frame that did not count (the
+        far end silent, the microphone quiet, or the detector still warming up)."""
         self.reset()
 
     def reset(self) -> None:
@@ -104,14 +106,14 @@ class DoubleTalkDetector:
         self._sxy = np.zeros((lags, bins), np.complex128)
         self._sxx = np.full(bins, 1e-12)
         self._syy = np.full((lags, bins), 1e-12)
-        self._lows.clear()
+        self.scores.clear()
         self.frames = 0
         """Frames analysed since the last reset."""
 
     @property
     def near_end(self) -> bool:
         """True while LOW_FRAMES of the latest WINDOW_FRAMES frames were playing, heard, and incoherent."""
-        return sum(self._lows) >= LOW_FRAMES
+        return sum(score is not None and score < LOW_COHERENCE for score in self.scores) >= LOW_FRAMES
 
     def feed(self, capture: Audio, far: Audio) -> None:
         """One block of the microphone and of the far end `lead` samples ahead of its echo (equal lengths)."""
@@ -136,10 +138,11 @@ class DoubleTalkDetector:
             self._sxy = SMOOTHING * self._sxy + (1 - SMOOTHING) * x * np.conj(y)
             self._sxx = SMOOTHING * self._sxx + (1 - SMOOTHING) * power_x
             self._syy = SMOOTHING * self._syy + (1 - SMOOTHING) * np.abs(y) ** 2
-            coherence = np.abs(self._sxy) ** 2 / (self._sxx * self._syy)
+            # floored: after long exact silence the smoothed powers underflow to 0 (a canceller's output can be)
+            coherence = np.abs(self._sxy) ** 2 / np.maximum(self._sxx * self._syy, 1e-300)
             best = float(np.max(coherence @ power_x) / (np.sum(power_x) + 1e-12))
             settled = self.frames >= self._warmup  # the far end's history and the smoothed spectra are filled
-            self._lows.append(settled and bool(counted[k]) and best < LOW_COHERENCE)
+            self.scores.append(best if settled and counted[k] else None)
             self.frames += 1
         used = count * HOP
         self._capture, self._far = self._capture[used:], self._far[used:]

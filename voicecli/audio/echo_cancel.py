@@ -147,6 +147,16 @@ CONVERGE_S: Final = 1.5
 """Far-end audio AEC3 must have processed (since it started or was reset) before its output is relied on: an adapting
 filter lets the first fraction of a second of echo through, which the voice detector would take for the user."""
 
+LEAK_COHERENCE: Final = 0.5
+"""The coherence with the far end (around the echo's delay) at which a frame of the canceller's output is echo it let
+through (`EchoCanceller.leaking`). Why: AEC3 now and then passes the echo nearly whole, the canceller settled and
+trusted: a sentence after a 0.2 s gap at the capture's own level (duplex-20261206-sure), the first half second after a
+restart whose delay moved 7 ms (duplex-20261206-block10-rep); each made the one false barge-in of its run. Echo
+passed is the far end through the room, coherent with it (those two: 0.5-0.9 over the frames that barged in), where
+a user's voice is not. Replayed on the echo dumps of ten runs with the output silenced in every frame at 0.5 or more
+(results/bench/echo-coherence-20261206): the holds from the echo alone 65 -> 35, the interruptions heard 146 -> 145 of
+180 at the same p50, the false barge-ins past the first seconds 1 -> 1 (one gone, one new)."""
+
 
 class EchoCancellerUnavailable(RuntimeError):
     """The AEC binding cannot be loaded; the message says how to install it."""
@@ -280,6 +290,7 @@ class EchoCanceller:
         self.trusted = True
         """False while the far end is heard but its delay cannot be estimated: use the level gate meanwhile."""
         self._double_talk = DoubleTalkDetector(self.rate)  # the raw capture, the far end around the echo
+        self._leak = DoubleTalkDetector(self.rate)  # the output, the far end around the echo: echo let through
 
     @property
     def converged(self) -> bool:
@@ -306,6 +317,15 @@ class EchoCanceller:
         another sound) over the answer, told by its incoherence with the far end around the echo's delay
         (voicecli.audio.double_talk). Only once the delay is known and confirmed (`settled`)."""
         return self._aligned is not None and self.trusted and self.settled and self._double_talk.near_end
+
+    @property
+    def leaking(self) -> bool:
+        """True while the latest frame of the output was coherent with the far end around the echo's delay
+        (LEAK_COHERENCE): echo AEC3 let through, not a voice. Only once the delay is known, and only where the far
+        end plays and the output is heard (voicecli.audio.double_talk counts no other frame)."""
+        scores = self._leak.scores
+        latest = scores[-1] if self._aligned is not None and scores else None
+        return latest is not None and latest >= LEAK_COHERENCE
 
     @property
     def echo_heard(self) -> bool:
@@ -358,6 +378,8 @@ class EchoCanceller:
             far_dtd = self.reference.read_index(lead, usable)
             self._double_talk.feed(pending[:usable], far_dtd)
         out = cancelled if self.echo_heard else pending[:usable]  # AEC3 adapts either way
+        if far_dtd is not None:
+            self._leak.feed(out, far_dtd)
         self._account(pending[:usable], out, far, first - self._shift)
         if self.dump is not None:
             aligned = -1 if self._aligned is None else self._aligned
@@ -521,6 +543,7 @@ class EchoCanceller:
         filter adapted to another alignment)."""
         self._aligned = bulk
         self._double_talk.reset()  # its smoothed spectra were taken at another alignment
+        self._leak.reset()
         if abs(shift - self._shift) > 0.002 * self.rate:
             log.info("echo delay %.1f ms (clarity %.1f): reference shifted by %.1f ms", bulk / self.rate * 1000,
                      clarity, shift / self.rate * 1000)

@@ -53,6 +53,12 @@ class EchoPath:
         canceller = self.canceller
         return canceller is not None and self.gate_open() and canceller.double_talk
 
+    def leaking(self) -> bool:
+        """True while the canceller's output is echo it let through (voicecli.audio.echo_cancel.LEAK_COHERENCE): the
+        level gate mutes it while the assistant speaks, whatever its level."""
+        canceller = self.canceller
+        return canceller is not None and canceller.leaking
+
     def gate_open(self) -> bool:
         """True while the canceller is trusted, has adapted to the room (its first ~1.5 s of far end lets echo
         through), knows whether there is an echo at all (found, or a capture that stayed quiet while the far end

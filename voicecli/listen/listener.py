@@ -1,20 +1,21 @@
 """The input half of the data flow: microphone -> endpointing -> transcription -> a spoken turn.
 
-It also decides when the user talks over the assistant (barge-in). The microphone reaches the endpointer through
-the echo defence audio.echo chooses (voicecli.listen.echo_path): by default the echo canceller cleans each block
-first; the level gate (`EchoGate`) lets a block through while the assistant speaks only when it is clearly louder
-than what is being played (`echo_margin_db` above the playback level), and with the canceller it steps in only
-while the canceller cannot vouch for its output. Speech that reaches the endpointer while the assistant speaks is a
-barge-in: the app stops playback at once and answers the new turn, at audio.barge_in_ms of speech, or at
+It also decides when the user talks over the assistant (barge-in). The microphone reaches the endpointer through the
+echo defence audio.echo chooses (voicecli.listen.echo_path): by default the echo canceller cleans each block first;
+the level gate (`EchoGate`) lets a block through while the assistant speaks only when it is clearly louder than what
+is being played (`echo_margin_db` above the playback level), and with the canceller it steps in only while the
+canceller cannot vouch for its output, and mutes what it hands on, whatever its level, while that is echo it let
+through (audio.echo_leak_gate: coherent with what was played). Speech that reaches the endpointer while the assistant
+speaks is a barge-in: the app stops playback at once and answers the new turn, at audio.barge_in_ms of speech, or at
 audio.barge_in_sure_ms when the voice detector is sure of it (a voice heard clean; the echo the canceller lets
-through scores lower, voicecli.listen.endpointing.SURE_SPEECH). Sooner still (audio.barge_in_hold_ms of
-speech), the listener asks the app to hold the assistant's voice (HoldVoice: paused, nothing dropped): the user
-hears it yield as they start, and the answer's echo stops, so the canceller has the user's voice alone to pass
-(over a playing answer its suppressor holds a voice down). Speech that fades before barge_in_ms and stays away for
-HOLD_RELEASE_AFTER_S (a cough, a burst of echo the canceller let through) releases it (ReleaseVoice): a false start
-costs a pause, not the answer. Speech far quieter than the user's own voice (HOLD_BELOW_VOICE_DB under the level of
-their latest turns) holds nothing and barges in only with a turn's start, not at audio.barge_in_ms: that is echo
-left over after cancelling, which the voice detector cannot tell from a voice by its shape.
+through scores lower, voicecli.listen.endpointing.SURE_SPEECH). Sooner still (audio.barge_in_hold_ms of speech), the
+listener asks the app to hold the assistant's voice (HoldVoice: paused, nothing dropped): the user hears it yield as
+they start, and the answer's echo stops, so the canceller has the user's voice alone to pass (over a playing answer
+its suppressor holds a voice down). Speech that fades before barge_in_ms and stays away for HOLD_RELEASE_AFTER_S (a
+cough, a burst of echo the canceller let through) releases it (ReleaseVoice): a false start costs a pause, not the
+answer. Speech far quieter than the user's own voice (HOLD_BELOW_VOICE_DB under the level of their latest turns)
+holds nothing and barges in only with a turn's start, not at audio.barge_in_ms: that is echo left over after
+cancelling, which the voice detector cannot tell from a voice by its shape.
 
 Speculation: at a short pause (SpeechPaused) the utterance so far is transcribed at once. That draft does two
 things. It chooses the hang-over for this pause (voicecli.listen.turn_completion: a finished question is confirmed
@@ -205,10 +206,15 @@ class EchoGate:
     playback_db: Callable[[], float] = field(default=lambda: -120.0)
     double_talk: Callable[[], bool] = field(default=lambda: False)
     """Whether the echo canceller hears a voice under the answer's echo (voicecli.listen.echo_path.EchoPath)."""
+    leaking: Callable[[], bool] = field(default=lambda: False)
+    """Whether the canceller's output is echo it let through (voicecli.listen.echo_path.EchoPath.leaking): muted
+    whatever its level, which cannot tell echo passed whole from a voice (audio.echo_leak_gate)."""
 
     def passes(self, level_db: float) -> bool:
         if not self.enabled or not self.is_speaking():
             return True
+        if self.leaking():
+            return False
         return level_db > self.playback_db() + self.margin_db
 
 
@@ -550,7 +556,8 @@ async def open_gated_listener(
         playback = playback_db if echo.canceller is None else (
             lambda: -120.0 if echo.gate_open() else playback_db())
         double_talk = echo.double_talk if config.audio.echo_double_talk else (lambda: False)
-        gate = EchoGate(echo.mode != "off", config.audio.echo_margin_db, is_speaking, playback, double_talk)
+        leaking = echo.leaking if config.audio.echo_leak_gate else (lambda: False)
+        gate = EchoGate(echo.mode != "off", config.audio.echo_margin_db, is_speaking, playback, double_talk, leaking)
         listener = open_listener(config, on_event, gate)
         listener.microphone.process = echo.clean if echo.canceller is not None else None
         return listener
