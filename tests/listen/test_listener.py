@@ -51,6 +51,18 @@ def test_echo_gate() -> None:
     assert EchoGate(False, 6.0, lambda: True, lambda: -20.0).passes(-60.0)  # gate off
 
 
+def test_echo_the_canceller_let_through_is_muted_whatever_its_level() -> None:
+    """With the canceller trusted the gate passes everything (playback -120 dBFS), except while its output is echo it
+    let through (EchoGate.leaking: coherent with the far end): as loud as a voice, and muted all the same."""
+    speaking, leaking = [True], [False]
+    gate = EchoGate(True, 6.0, lambda: speaking[0], lambda: -120.0, leaking=lambda: leaking[0])
+    assert gate.passes(-15.0)
+    leaking[0] = True
+    assert not gate.passes(-15.0) and not gate.passes(0.0)
+    speaking[0] = False
+    assert gate.passes(-15.0)  # the assistant quiet: nothing of its is left to leak
+
+
 @pytest.fixture(scope="module")
 def transcriber(models_dir: Path) -> Transcriber:
     return Transcriber("tiny.en", models_dir=models_dir, threads=2)
