@@ -23,6 +23,10 @@ and 15 per 36 answers (5-11 without it), more than the replay of their recording
 10 ms of the echo (the canceller's dump, voicecli.audio.echo_dump); and it caught 1 of 3 interruptions in double
 talk (README, "Double talk, measured").
 
+The same measure asked of the canceller's output says whether that is echo the canceller let through (coherent
+with the far end) rather than a voice (voicecli.audio.echo_cancel.LEAK_COHERENCE): a second detector is fed the
+output, and `scores` keeps each frame's best coherence for both questions.
+
 What a flag means: "not the echo alone" (a voice, a cough, a door), never which words. The listener holds the
 answer's voice on it (voicecli.listen.listener): the echo stops, the rest of the user's words reach the voice detector
 clean, and it confirms the barge-in or lets the hold run out. A loudspeaker that distorts lowers the echo's own
@@ -95,7 +99,7 @@ class DoubleTalkDetector:
         self._lo, self._hi = (round(hz / rate * FRAME) for hz in BAND_HZ)
         self.scores: deque[float | None] = deque(maxlen=WINDOW_FRAMES)
         """The latest frames' best coherence over the lags, newest last; None for a frame that did not count (the
-        far end silent, the microphone quiet, or the detector still warming up)."""
+        far end silent, what is fed quiet, or the detector still warming up)."""
         self.reset()
 
     def reset(self) -> None:
