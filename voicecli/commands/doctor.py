@@ -188,8 +188,10 @@ def check_echo(config: Config) -> Check:
         return Check("echo", None, f"off: the raw microphone, fine with headphones (audio.echo = \"off\", {source})")
     ok, detail = binding_status()
     if ok:
+        leaks = ("echo it lets through muted" if config.audio.echo_leak_gate else
+                 "echo it lets through not muted (audio.echo_leak_gate = false)")
         return Check("echo", True, f"echo cancellation active: {detail}; the level gate only while the echo delay "
-                     "cannot be estimated")
+                     f"cannot be estimated; {leaks}")
     return Check("echo", False, f"audio.echo = \"aec\", but the level gate is used: {detail}",
                  "reinstall with scripts/setup (it installs pywebrtc-audio), or set audio.echo = \"gate\"")
 
