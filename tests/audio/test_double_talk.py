@@ -73,16 +73,14 @@ def test_a_far_end_beyond_the_search_is_what_it_needs_to_be_right() -> None:
 
 
 def scores(signal: np.ndarray, far_end: np.ndarray, delay_s: float) -> np.ndarray:
-    """Every counted frame's best coherence (DoubleTalkDetector.scores), fed as `flags` feeds it."""
+    """Every counted frame's best coherence (what DoubleTalkDetector.feed returns), fed as `flags` feeds it."""
     detector = DoubleTalkDetector()
     delay = round(delay_s * SPEECH_RATE) - detector.lead
     far = np.concatenate([np.zeros(delay, np.float32), far_end])[: len(far_end)]
     found: list[float] = []
     for end in range(BLOCK, len(signal) + 1, BLOCK):
-        before = detector.frames
-        detector.feed(signal[end - BLOCK : end], far[end - BLOCK : end])
-        new = list(detector.scores)[len(detector.scores) - (detector.frames - before) :]
-        found += [score for score in new if score is not None]
+        found += [score for score in detector.feed(signal[end - BLOCK : end], far[end - BLOCK : end])
+                  if score is not None]
     return np.array(found)
 
 

@@ -119,15 +119,16 @@ class DoubleTalkDetector:
         """True while LOW_FRAMES of the latest WINDOW_FRAMES frames were playing, heard, and incoherent."""
         return sum(score is not None and score < LOW_COHERENCE for score in self.scores) >= LOW_FRAMES
 
-    def feed(self, capture: Audio, far: Audio) -> None:
-        """One block of the microphone and of the far end `lead` samples ahead of its echo (equal lengths)."""
+    def feed(self, capture: Audio, far: Audio) -> list[float | None]:
+        """One block of the microphone and of the far end `lead` samples ahead of its echo (equal lengths). Returns
+        the scores of the frames it completed (as `scores` keeps them; none while a frame is still filling)."""
         if len(capture) != len(far):
             raise ValueError(f"capture and far end differ in length: {len(capture)} vs {len(far)}")
         self._capture = np.concatenate([self._capture, np.asarray(capture, np.float32)])
         self._far = np.concatenate([self._far, np.asarray(far, np.float32)])
         count = (len(self._capture) - FRAME) // HOP + 1 if len(self._capture) >= FRAME else 0
         if count <= 0:
-            return
+            return []
         mic = np.lib.stride_tricks.sliding_window_view(self._capture, FRAME)[::HOP][:count] * self._window
         spectra_x = np.fft.rfft(mic, axis=1)[:, self._lo : self._hi]
         # the far end at each lag, frame by frame: (lags, frames, FRAME); offset `lead` is the echo's delay
@@ -136,6 +137,7 @@ class DoubleTalkDetector:
         spectra_y = np.fft.rfft(ref, axis=2)[:, :, self._lo : self._hi]
         playing = _power_dbfs(ref[len(self._offsets) // 2]) > FAR_DBFS
         counted = playing & (_power_dbfs(mic) > HEARD_DBFS)
+        completed: list[float | None] = []
         for k in range(count):
             x, y = spectra_x[k], spectra_y[:, k]
             power_x = np.abs(x) ** 2
@@ -146,7 +148,9 @@ class DoubleTalkDetector:
             coherence = np.abs(self._sxy) ** 2 / np.maximum(self._sxx * self._syy, 1e-300)
             best = float(np.max(coherence @ power_x) / (np.sum(power_x) + 1e-12))
             settled = self.frames >= self._warmup  # the far end's history and the smoothed spectra are filled
-            self.scores.append(best if settled and counted[k] else None)
+            completed.append(best if settled and counted[k] else None)
             self.frames += 1
+        self.scores.extend(completed)
         used = count * HOP
         self._capture, self._far = self._capture[used:], self._far[used:]
+        return completed

@@ -66,10 +66,8 @@ def output_coherence(folder: Path) -> tuple[NDArray[np.float32], NDArray[np.floa
             first = position
         if first is not None:
             before = detector.frames
-            detector.feed(out[position : position + count], far[position : position + count])
-            new = detector.frames - before  # a block brings a frame or two: all still in `scores`
-            latest = list(detector.scores)[len(detector.scores) - new :]
-            for index, score in zip(range(before, detector.frames), latest, strict=True):
+            completed = detector.feed(out[position : position + count], far[position : position + count])
+            for index, score in enumerate(completed, start=before):
                 if score is not None:
                     end = first + index * HOP + FRAME
                     signal[end - HOP : end] = 1.0 + score
