@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from voicecli.audio.echo_dump import COLUMNS, load_dump
 from voicecli.audio.levels import speech_level_dbfs
 from voicecli.audio.rates import SPEECH_RATE
 from voicecli.bench.audio_marks import AUDIBLE_DBFS
@@ -82,6 +83,8 @@ def session_holds(path: Path, live: bool = False, out: NDArray[np.float32] | Non
     cleaned = live_output(session, path.with_suffix(""), out) if live else cancelled_capture(session, flags)
     if cleaned is None:
         return None
+    if live:
+        flags = live_double_talk(session, path.with_suffix(""))
     audio = Config.load().audio
     detector = make_detector("vad", audio)
     assert isinstance(detector, Endpointer)
@@ -109,6 +112,16 @@ def session_holds(path: Path, live: bool = False, out: NDArray[np.float32] | Non
                 if barge_in or isinstance(event, SpeechHint):
                     holds.append(hold)
     return session, holds
+
+
+def live_double_talk(session: Session, folder: Path) -> list[bool]:
+    """The canceller's `double_talk` as the app had it live (the echo dump's state after each block), laid on the
+    session's microphone recording as `live_output` lays the output: one flag per BLOCK of the recording."""
+    _, blocks = load_dump(folder)
+    told = np.repeat(blocks[:, COLUMNS.index("double_talk")], blocks[:, COLUMNS.index("samples")].astype(np.int64))
+    placed = live_output(session, folder, told.astype(np.float32))
+    assert placed is not None  # the dump's output was there for live_output already
+    return [bool(placed[end - 1] > 0.5) for end in range(BLOCK, len(placed) + 1, BLOCK)]
 
 
 def session_samples(path: Path, results: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1023,7 +1023,7 @@ def build_result(name: str, samples: list[Sample], config: Config, plan: Plan, v
                   "endpoint": target.url, "echo_margin_db": config.audio.echo_margin_db,
                   "barge_in_ms": config.audio.barge_in_ms, "barge_in_sure_ms": config.audio.barge_in_sure_ms,
                   "barge_in_hold_ms": config.audio.barge_in_hold_ms, "echo_leak_gate": config.audio.echo_leak_gate,
-                  "app_env": APP_ENV,
+                  "echo_double_talk": config.audio.echo_double_talk, "app_env": APP_ENV,
                   "app_defaults": {key: os.environ.get(key, value) for key, value in APP_DEFAULTS.items()},
                   "record_rate": RECORD_RATE, "audible_dbfs": AUDIBLE_DBFS},
         machine=machine, samples=samples)
@@ -1106,7 +1106,8 @@ def render_markdown(result: BenchResult) -> str:
         f"{settings.get('barge_in_sure_ms', 0)} when the voice detector is sure of it, audio.barge_in_sure_ms, 0: "
         f"off), the voice held after "
         f"{settings.get('barge_in_hold_ms', 0)} (audio.barge_in_hold_ms, 0: off); echo the canceller let through "
-        f"muted: {'yes' if settings.get('echo_leak_gate') else 'no'} (audio.echo_leak_gate).",
+        f"muted: {'yes' if settings.get('echo_leak_gate') else 'no'} (audio.echo_leak_gate); the voice held on "
+        f"double talk told: {'yes' if settings.get('echo_double_talk') else 'no'} (audio.echo_double_talk).",
         "",
         "Voice held: from the user's first voiced sample to the app holding the answer's voice (a pause, nothing "
         "dropped) for that speech; a hold without the user is a pause no user speech made (the echo's; its pause: "
