@@ -23,8 +23,9 @@ within HOLD_BELOW_VOICE_DB of the voice, otherwise the turn's start; those in an
 and each interruption's first is how soon it stopped the answer. VOICECLI_AUDIO__BARGE_IN_MS=N compares lengths
 on the same audio (results/bench/barge-in-length-20261206).
 With --live, the voice detector is fed what the app's canceller handed on live instead (the echo dump that
-`--keep-audio` keeps beside each session, voicecli.audio.echo_dump; no double-talk holds): where the two disagree,
-the canceller was fed differently live than the recordings tell.
+`--keep-audio` keeps beside each session, voicecli.audio.echo_dump), and the double-talk holds are made where the
+app's own detector told double talk live (the dump's state after each block): where the two disagree, the canceller
+was fed differently live than the recordings tell.
 Usage: .venv/bin/python scripts/false_holds.py [--live] DIR[=RUN_DIR] [DIR[=RUN_DIR] ...]
 """
 

@@ -7,6 +7,7 @@ Whisper model, so the logic is tested without the timing noise of a live microph
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -505,10 +506,12 @@ async def test_speech_far_below_the_users_voice_holds_nothing() -> None:
     assert voice_events(events) == ["HoldVoice", "ReleaseVoice", "HoldVoice"]
 
 
-async def test_double_talk_holds_the_voice_and_the_words_after_it_barge_in() -> None:
+async def test_double_talk_holds_the_voice_and_the_words_after_it_barge_in(caplog: pytest.LogCaptureFixture) -> None:
     """The canceller tells a voice under the echo (EchoGate.double_talk) that the detector, fed the canceller's
-    output, does not hear: the voice is held at once; the user's next words, clean now, are the barge-in. Told with
-    nobody after it, the hold runs out after HOLD_MAX_S; with the assistant quiet it holds nothing."""
+    output, does not hear: the voice is held at once, and the log says why (a pause nobody asked for must be
+    traceable to it); the user's next words, clean now, are the barge-in. Told with nobody after it, the hold runs
+    out after HOLD_MAX_S; with the assistant quiet it holds nothing."""
+    caplog.set_level(logging.INFO, logger="voicecli.listen.listener")
     speaking, double_talk = [True], [False]
     events: list[ListenEvent] = []
     gate = EchoGate(True, -60.0, lambda: speaking[0], lambda: -120.0, lambda: double_talk[0])
@@ -524,6 +527,8 @@ async def test_double_talk_holds_the_voice_and_the_words_after_it_barge_in() -> 
     await feed_windows(listener, np.full(12 * 512, 0.1, dtype=np.float32), clock)  # "stop.", the echo gone
     assert voice_events(events) == ["HoldVoice", "BargeIn"]
     assert next(e for e in events if isinstance(e, HoldVoice)).at == pytest.approx(told_at + 0.032)
+    assert [r.getMessage() for r in caplog.records if "double talk" in r.getMessage()] == [
+        "more than the answer's echo at the microphone (double talk told): its voice held"]
     await feed_windows(listener, silence(0.5), clock)
     events.clear()
     double_talk[0] = True  # a door: told, and nothing follows

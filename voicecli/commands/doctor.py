@@ -190,8 +190,10 @@ def check_echo(config: Config) -> Check:
     if ok:
         leaks = ("echo it lets through muted" if config.audio.echo_leak_gate else
                  "echo it lets through not muted (audio.echo_leak_gate = false)")
+        under = ("a voice under the echo holds the answer" if config.audio.echo_double_talk else
+                 "a voice under the echo holds nothing (audio.echo_double_talk = false)")
         return Check("echo", True, f"echo cancellation active: {detail}; the level gate only while the echo delay "
-                     f"cannot be estimated; {leaks}")
+                     f"cannot be estimated; {leaks}; {under}")
     return Check("echo", False, f"audio.echo = \"aec\", but the level gate is used: {detail}",
                  "reinstall with scripts/setup (it installs pywebrtc-audio), or set audio.echo = \"gate\"")
 

@@ -313,6 +313,7 @@ class Listener:
                 not self._double_talk_spent and self.gate.double_talk():
             self._held_at = block.at  # a voice under the echo: held, the rest of it comes through once the echo stops
             self._double_talk_held = True
+            log.info("more than the answer's echo at the microphone (double talk told): its voice held")
             self._on_event(HoldVoice(block.at))
         if self._held_at is not None and (block.at - self._held_at >= HOLD_MAX_S or (
                 self._faded_at is not None and block.at - self._faded_at >= HOLD_RELEASE_AFTER_S)):
