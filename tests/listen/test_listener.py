@@ -529,7 +529,15 @@ async def test_double_talk_holds_the_voice_and_the_words_after_it_barge_in(caplo
     assert next(e for e in events if isinstance(e, HoldVoice)).at == pytest.approx(told_at + 0.032)
     assert [r.getMessage() for r in caplog.records if "double talk" in r.getMessage()] == [
         "more than the answer's echo at the microphone (double talk told): its voice held"]
+    events.clear()
+    double_talk[0] = True  # still told after the barge-in, while the app is stopping the answer: nothing to hold
+    await feed_windows(listener, np.full(6 * 512, 0.1, dtype=np.float32), clock)
+    double_talk[0] = False
     await feed_windows(listener, silence(0.5), clock)
+    assert voice_events(events) == []
+    speaking[0] = False  # the answer stopped; the next one may be held again
+    await feed_windows(listener, silence(0.064), clock)
+    speaking[0] = True
     events.clear()
     double_talk[0] = True  # a door: told, and nothing follows
     await feed_windows(listener, silence(0.064), clock)

@@ -266,6 +266,7 @@ class Listener:
         self._released = 0  # holds released while the assistant has been speaking (HOLDS_RELEASED_MAX)
         self._double_talk_held = False  # the hold in progress came from double talk (EchoGate.double_talk)
         self._double_talk_spent = False  # one such hold was released in this answer: no more of them in it
+        self._barged = False  # a BargeIn stopped this answer: nothing in it is left to hold
         self._faded_at: float | None = None  # when the speech that holds the voice faded (HOLD_RELEASE_AFTER_S)
         self._voice_levels: deque[float] = deque(maxlen=VOICE_TURNS)  # the user's latest turns' voice levels (dBFS)
 
@@ -310,7 +311,7 @@ class Listener:
         for event in self.detector.feed(samples, block.at):
             self._event(event)
         if self._held_at is None and self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX and \
-                not self._double_talk_spent and self.gate.double_talk():
+                not self._barged and not self._double_talk_spent and self.gate.double_talk():
             self._held_at = block.at  # a voice under the echo: held, the rest of it comes through once the echo stops
             self._double_talk_held = True
             log.info("more than the answer's echo at the microphone (double talk told): its voice held")
@@ -319,7 +320,7 @@ class Listener:
                 self._faded_at is not None and block.at - self._faded_at >= HOLD_RELEASE_AFTER_S)):
             self._release(block.at)
         if self._held_at is None and not self.gate.is_speaking():
-            self._released, self._double_talk_spent = 0, False
+            self._released, self._double_talk_spent, self._barged = 0, False, False
         self._partial()
 
     def _partial(self) -> None:
@@ -341,7 +342,7 @@ class Listener:
         if isinstance(event, SpeechHint):  # audio.barge_in_hold_ms of speech: hold the voice, decide later
             if self._held_at is not None:  # speech back before the hold ran out: still held, from now
                 self._held_at, self._faded_at = event.at, None
-            elif self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX and \
+            elif self.gate.is_speaking() and self._released < HOLDS_RELEASED_MAX and not self._barged and \
                     self._as_loud_as_the_user(event.audio, "not held"):
                 self._held_at = event.at
                 self._on_event(HoldVoice(event.at))
@@ -403,6 +404,10 @@ class Listener:
     def _barge_in(self, at: float) -> None:
         self._held_at = self._faded_at = None  # the barge-in answers the hold: the app stops what it held
         self._double_talk_held = False
+        # the app stops the answer asynchronously, so the assistant still counts as speaking for a few blocks: a hold
+        # then (the double talk still told in the same block, in duplex-20261207-dtd-default 6 of its 14) would
+        # pause, flush and release a speaker that is already stopped
+        self._barged = True
         self._on_event(BargeIn(at))
 
     def _release(self, at: float) -> None:
