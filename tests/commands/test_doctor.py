@@ -56,8 +56,8 @@ def test_torch_weights_are_not_a_failure_where_the_torch_engine_is_not_installed
     ({}, True, "echo cancellation active: WebRTC AEC3 via pywebrtc-audio"),
     ({}, True, "echo it lets through muted"),
     ({"VOICECLI_AUDIO__ECHO_LEAK_GATE": "false"}, True, "not muted (audio.echo_leak_gate = false)"),
-    ({}, True, "a voice under the echo holds the answer"),
-    ({"VOICECLI_AUDIO__ECHO_DOUBLE_TALK": "false"}, True, "holds nothing (audio.echo_double_talk = false)"),
+    ({}, True, "a voice under the echo holds nothing (audio.echo_double_talk = false)"),
+    ({"VOICECLI_AUDIO__ECHO_DOUBLE_TALK": "true"}, True, "a voice under the echo holds the answer"),
     ({"VOICECLI_AUDIO__ECHO": "gate"}, None, "level gate: barge-in needs 6 dB"),
     ({"VOICECLI_AUDIO__ECHO_GATE": "false"}, None, "off: the raw microphone"),
 ])
