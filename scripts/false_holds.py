@@ -9,9 +9,9 @@ own echo lands there too). The user's voice level is taken as the listener takes
 turn outside those answers, the median of the latest VOICE_TURNS. The level gate is not replayed, so holds in the
 first second of a session (before the canceller converged, when the app's gate guards) are listed but not live.
 
-A hold is also made where the canceller tells double talk (voicecli.audio.double_talk; the listener holds the answer
-on it whatever the level, with audio.echo_double_talk; VOICECLI_AUDIO__ECHO_DOUBLE_TALK=false replays without): at
-each onset of its flag.
+With audio.echo_double_talk (off by default; VOICECLI_AUDIO__ECHO_DOUBLE_TALK=true), a hold is also made where the
+canceller tells double talk (voicecli.audio.double_talk; the listener then holds the answer on it whatever the
+level): at each onset of its flag.
 An interruption is heard when a hold within HOLD_BELOW_VOICE_DB of the voice comes between the user's first voiced
 sample and RESPONSE_S after their last (times from the run's results.json, whose wall clock is laid on the
 recordings' monotonic one by the answers' first sounds); "double talk" are those the answer's echo sounded under for

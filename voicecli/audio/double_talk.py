@@ -21,7 +21,10 @@ second; without the search, 13 flags at the true delay and 164-923 off it.
 Live it is off by default (audio.echo_double_talk): in three bench duplex runs the holds without the user were 14, 5
 and 15 per 36 answers (5-11 without it), more than the replay of their recordings makes, with the far end within
 10 ms of the echo (the canceller's dump, voicecli.audio.echo_dump); and it caught 1 of 3 interruptions in double
-talk (README, "Double talk, measured").
+talk (README, "Double talk, measured"). Two later runs with it on (duplex-20261206-dtd10, duplex-20261207-dtd-default)
+paused as rarely as their replays, once per run, but told the two double-talk interruptions it flagged 0.92-0.99 s
+in, as their last word ended, and stopped none: under a +6 dB echo a loud syllable of the answer keeps the
+microphone ~0.9 coherent (one trace: told where the answer fell quieter; README, "Double talk, on").
 
 The same measure asked of the canceller's output says whether that is echo the canceller let through (coherent
 with the far end) rather than a voice (voicecli.audio.echo_cancel.LEAK_COHERENCE): a second detector is fed the
