@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 
-from false_holds import BLOCK, interruption_spans, live_double_talk, session_samples
+from false_holds import BLOCK, Heard, interruption_spans, live_double_talk, print_heard, session_samples
 
 from voicecli.audio.echo_dump import COLUMNS, load_dump
 from voicecli.audio.rates import SPEECH_RATE
@@ -172,7 +172,7 @@ def main(arguments: list[str]) -> int:
         course(Path(arguments[1]), float(arguments[2]), float(arguments[3]))
         return 0
     echo_only = {"linear": 0, "coherence": 0}
-    heard: dict[str, list[tuple[float, float | None]]] = {"linear": [], "coherence": []}
+    heard: dict[str, list[Heard]] = {"linear": [], "coherence": []}
     for argument in arguments:
         keep, _, run = argument.partition("=")
         results = json.loads((Path(run) / "results.json").read_text())
@@ -203,12 +203,8 @@ def main(arguments: list[str]) -> int:
                         print(f"{Path(keep).name}/{path.stem}: {name}, double talk {share:.0%} at "
                               f"{first / SPEECH_RATE:.1f} s: {'-' if ms is None else f'{ms:.0f} ms'}")
     for name in ("linear", "coherence"):
-        double = [ms for share, ms in heard[name] if share >= DOUBLE_TALK]
-        soon = sorted(ms for ms in double if ms is not None)
-        every = sorted(ms for _, ms in heard[name] if ms is not None)
-        print(f"{name}: {echo_only[name]} flags in answers nobody interrupted; interruptions told {len(every)} of "
-              f"{len(heard[name])}; double talk told {len(soon)} of {len(double)}"
-              + (f", p50 {statistics.median(soon):.0f} ms" if soon else ""))
+        print(f"{name}: {echo_only[name]} flags in answers nobody interrupted")
+        print_heard("told", heard[name])
     return 0
 
 
