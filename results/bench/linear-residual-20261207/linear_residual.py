@@ -104,10 +104,9 @@ class Step:
     restarted: bool
 
 
-def steps(folder: Path) -> Iterator[Step]:
-    """The dump in `folder`, block by block through the two filters (restarted when the canceller's alignment
+def steps(audio: dict[str, NDArray[np.float32]], blocks: NDArray[np.float64]) -> Iterator[Step]:
+    """A dump (`load_dump`), block by block through the two filters (restarted when the canceller's alignment
     changes: the far end it read jumped)."""
-    audio, blocks = load_dump(folder)
     capture, far = audio["capture"].astype(np.float64), audio["far_dtd"].astype(np.float64)
     ends = np.cumsum(blocks[:, COLUMNS.index("samples")])
     echo, foreground, better = LinearEcho(), np.zeros((PARTS, PART + 1), np.complex128), 0
@@ -133,10 +132,11 @@ def steps(folder: Path) -> Iterator[Step]:
 
 def flags(folder: Path) -> NDArray[np.float32]:
     """Per dump sample, 1.0 where the linear residual flags a voice under the echo."""
-    told = np.zeros(len(load_dump(folder)[0]["capture"]), np.float32)
+    audio, blocks = load_dump(folder)
+    told = np.zeros(len(audio["capture"]), np.float32)
     baseline: deque[float] = deque(maxlen=BASELINE_BLOCKS)
     low = 0
-    for step in steps(folder):
+    for step in steps(audio, blocks):
         if step.restarted:
             baseline.clear()
             low = 0
@@ -157,14 +157,19 @@ def flags(folder: Path) -> NDArray[np.float32]:
 def course(folder: Path, start_s: float, stop_s: float) -> None:
     """The foreground's cancellation every 0.5 s of far end between two dump times (seconds of samples), and where
     the filters started over: how fast it converges and how long it holds the echo."""
-    print("restarted at", " ".join(f"{s.start / SPEECH_RATE:.1f}" for s in steps(folder) if s.restarted))
+    restarts: list[float] = []
+    lines: list[str] = []
     shown = -1.0
-    for step in steps(folder):
+    for step in steps(*load_dump(folder)):  # one pass: the filters are the costly part
         at = step.start / SPEECH_RATE
+        if step.restarted:
+            restarts.append(at)
         if start_s <= at < stop_s and step.far_db > FAR_DBFS and step.mic_db > -50.0 and at - shown >= 0.5:
             shown = at
-            print(f"{at:.2f} s\tfar {step.far_db:.1f}\tmicrophone {step.mic_db:.1f}\t"
-                  f"cancelled {step.mic_db - step.residual_db:.1f} dB")
+            lines.append(f"{at:.2f} s\tfar {step.far_db:.1f}\tmicrophone {step.mic_db:.1f}\t"
+                         f"cancelled {step.mic_db - step.residual_db:.1f} dB")
+    print("restarted at", " ".join(f"{at:.1f}" for at in restarts))
+    print("\n".join(lines))
 
 
 def main(arguments: list[str]) -> int:
